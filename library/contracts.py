@@ -1,0 +1,87 @@
+"""The data contracts between the training half and the video half (SPEC.md, "Data contracts").
+
+One pydantic model per record kind. Extra fields are allowed on records so that a newer
+writer never breaks an older reader, but the named fields are required and typed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Letter = Literal["A", "B", "C", "D"]
+LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
+Split = Literal["train", "eval", "train_hard", "eval_shuffled"]
+Phase = Literal["base", "sft", "rsft", "grpo"]
+PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
+
+
+class PathEdge(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    src: str
+    rel: str
+    dst: str
+
+
+class GoldPath(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    entities: list[str]
+    edges: list[PathEdge]
+
+
+class Reference(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    trace: str
+
+
+class Question(BaseModel):
+    """One line of data/train.jsonl, data/eval.jsonl, data/train_hard.jsonl, data/eval_shuffled.jsonl."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    split: Split
+    hop_len: int = Field(ge=1)
+    question: str
+    options: dict[Letter, str]
+    answer_star: Letter
+    path_star: GoldPath
+    prompt: str
+    ref: Reference
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class ParsedCompletion(BaseModel):
+    """What the reward parser read from a completion (see library/reward.py)."""
+
+    model_config = ConfigDict(extra="allow")
+    answer: Letter | None
+    trace_text: str
+    trace_entities: list[str]
+    path_entities: list[str]
+    valid_format: bool
+
+
+class RewardBreakdown(BaseModel):
+    """Every reward component, logged separately. ``total`` is what the trainer optimises."""
+
+    model_config = ConfigDict(extra="allow")
+    correctness: float
+    path_coverage: float
+    path_reward: float
+    spam_penalty: float
+    total: float
+
+
+class Episode(BaseModel):
+    """One model completion, as written to data/runs/<run_id>/episodes.jsonl."""
+
+    model_config = ConfigDict(extra="allow")
+    phase: Phase
+    step: int
+    ex_id: str
+    split: Split
+    prompt: str
+    completion: str
+    parsed: ParsedCompletion
+    reward: RewardBreakdown

@@ -1,0 +1,107 @@
+"""Atomic writes and line-numbered JSONL reading.
+
+Every file the project writes (splits, run logs, metrics) goes through ``atomic_write_text``
+so a crash never leaves a half-written file at the final path: we write a temporary file in
+the same folder, fsync it, then ``os.replace`` it (atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from library.errors import DataFileError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_line(record: Any) -> str:
+    """One canonical JSONL line: stable key order as given, UTF-8 kept readable."""
+    if isinstance(record, BaseModel):
+        record = record.model_dump(mode="json")
+    return json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[Any]) -> None:
+    atomic_write_text(path, "".join(dumps_line(r) for r in records))
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<record>"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def iter_jsonl(path: str | Path, model: type[ModelT] | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, record)`` for each non-blank line, validated against ``model``.
+
+    A bad line raises :class:`DataFileError` naming the file, the 1-based line and the problem.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(path, "file not found")
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=number) from None
+            if model is None:
+                yield number, obj
+                continue
+            try:
+                yield number, model.model_validate(obj)
+            except ValidationError as exc:
+                raise DataFileError(path, _describe(exc), line=number) from None
+
+
+def read_jsonl(path: str | Path, model: type[ModelT] | None = None) -> list[Any]:
+    return [record for _, record in iter_jsonl(path, model)]
+
+
+def read_json(path: str | Path, model: type[ModelT] | None = None) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(path, "file not found")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
+    if model is None:
+        return obj
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise DataFileError(path, _describe(exc)) from None

@@ -1,0 +1,156 @@
+"""Run folders: ``data/runs/<run_id>/{meta.json, metrics.json, episodes.jsonl}``.
+
+This module is the only writer and reader of run logs. It imports neither torch nor manim,
+so the video side and the demo page read runs through it cheaply.
+
+Writes are atomic: ``meta.json`` and ``metrics.json`` are replaced whole; episodes are
+appended in whole-line chunks with one ``write`` + ``fsync`` each, and a line left
+half-written by a crash is cut off the next time the run is opened for appending
+(so an interrupted training can resume from a clean log).
+
+>>> import tempfile
+>>> root = tempfile.mkdtemp()
+>>> run = RunDir.create(root, run_id="demo")
+>>> run.write_meta({"model": "tiny"})
+>>> run.read_meta()["model"]
+'tiny'
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from library.contracts import Episode
+from library.errors import DataFileError
+from library.jsonl import atomic_write_json, atomic_write_text, dumps_line, iter_jsonl, read_json
+
+META = "meta.json"
+METRICS = "metrics.json"
+EPISODES = "episodes.jsonl"
+DEFAULT_RUNS_ROOT = Path("data/runs")
+
+
+def new_run_id(prefix: str = "run") -> str:
+    """A sortable, collision-safe run id such as ``run-20261122-041500-3fa2``."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+class RunDir:
+    """A handle on one run folder."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    # ----------------------------------------------------------------- creation
+    @classmethod
+    def create(cls, root: str | Path = DEFAULT_RUNS_ROOT, run_id: str | None = None, exist_ok: bool = False) -> "RunDir":
+        path = Path(root) / (run_id or new_run_id())
+        path.mkdir(parents=True, exist_ok=exist_ok)
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunDir":
+        path = Path(path)
+        if not path.is_dir():
+            raise DataFileError(path, "run folder not found")
+        return cls(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    # --------------------------------------------------------------------- meta
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        atomic_write_json(self.path / META, meta)
+
+    def read_meta(self) -> dict[str, Any]:
+        return read_json(self.path / META)
+
+    # ------------------------------------------------------------------ metrics
+    def write_metrics(self, metrics: dict[str, Any]) -> None:
+        atomic_write_json(self.path / METRICS, metrics)
+
+    def read_metrics(self) -> dict[str, Any]:
+        path = self.path / METRICS
+        return read_json(path) if path.exists() else {}
+
+    def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
+        """Replace one top-level section of metrics.json (e.g. ``"eval"``), keep the rest."""
+        metrics = self.read_metrics()
+        metrics[section] = value
+        self.write_metrics(metrics)
+        return metrics
+
+    # ----------------------------------------------------------------- episodes
+    @property
+    def episodes_path(self) -> Path:
+        return self.path / EPISODES
+
+    def _repair_tail(self) -> None:
+        """Cut a trailing partial line (a crash mid-append) so appends start on a clean line."""
+        path = self.episodes_path
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with path.open("rb+") as handle:
+            data = handle.read()
+            if data.endswith(b"\n"):
+                return
+            cut = data.rfind(b"\n") + 1
+            handle.truncate(cut)
+
+    def append_episodes(self, episodes: Iterable[Episode | dict[str, Any]]) -> int:
+        """Validate and append episodes in one write; returns how many were written."""
+        lines = []
+        for ep in episodes:
+            record = ep if isinstance(ep, Episode) else Episode.model_validate(ep)
+            lines.append(dumps_line(record))
+        if not lines:
+            return 0
+        self._repair_tail()
+        with self.episodes_path.open("a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        return len(lines)
+
+    def iter_episodes(self, phase: str | None = None, split: str | None = None) -> Iterator[Episode]:
+        """Validated episodes in file order; a bad line raises DataFileError with its number."""
+        if not self.episodes_path.exists():
+            return
+        for _, ep in iter_jsonl(self.episodes_path, Episode):
+            if phase is not None and ep.phase != phase:
+                continue
+            if split is not None and ep.split != split:
+                continue
+            yield ep
+
+    def read_episodes(self, phase: str | None = None, split: str | None = None) -> list[Episode]:
+        return list(self.iter_episodes(phase=phase, split=split))
+
+    def drop_episodes(self, phase: str) -> int:
+        """Remove every episode of ``phase`` (used when a phase is re-run from scratch on resume)."""
+        if not self.episodes_path.exists():
+            return 0
+        kept, dropped = [], 0
+        for _, obj in iter_jsonl(self.episodes_path):
+            if obj.get("phase") == phase:
+                dropped += 1
+            else:
+                kept.append(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+
+        atomic_write_text(self.episodes_path, "".join(kept))
+        return dropped
+
+
+def list_runs(root: str | Path = DEFAULT_RUNS_ROOT) -> list[RunDir]:
+    """Run folders under ``root`` that have a meta.json, sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return [RunDir(p) for p in sorted(root.iterdir()) if (p / META).exists()]

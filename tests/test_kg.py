@@ -1,0 +1,74 @@
+import json
+import random
+
+import pytest
+
+from library.errors import DataFileError
+from library.kg import KnowledgeGraph, load_kg
+
+
+def test_reach_and_edges(tiny_kg):
+    assert tiny_kg.reach("TLSHandshakeError", ["caused_by", "fixed_by"]) == ["NTPSync", "RenewCertificate"]
+    assert tiny_kg.reach("TLSHandshakeError", ["caused_by", "leads_to", "caused_by"]) == ["ServiceDown"]
+    assert tiny_kg.has_edge("ClockSkew", "fixed_by", "NTPSync")
+    assert not tiny_kg.has_edge("NTPSync", "fixed_by", "ClockSkew")
+
+
+def test_sampling_is_deterministic_and_simple(tiny_kg):
+    a = [tiny_kg.sample_path(random.Random(7), 3) for _ in range(1)]
+    b = [tiny_kg.sample_path(random.Random(7), 3) for _ in range(1)]
+    assert a == b
+    for path in tiny_kg.iter_paths(3):
+        assert len(set(path.entities)) == len(path.entities) == 4
+        for e in path.edges:
+            assert tiny_kg.has_edge(e.src, e.rel, e.dst)
+
+
+def _write(tmp_path, obj):
+    path = tmp_path / "kg.json"
+    lines = ["{", f'"version": "x", "domain": "d",', '"entities": [']
+    lines += [json.dumps(e) + ("," if i < len(obj["entities"]) - 1 else "") for i, e in enumerate(obj["entities"])]
+    lines += ["],", '"relations": [']
+    lines += [json.dumps(e) + ("," if i < len(obj["relations"]) - 1 else "") for i, e in enumerate(obj["relations"])]
+    lines += ["],", '"edges": [']
+    lines += [json.dumps(e) + ("," if i < len(obj["edges"]) - 1 else "") for i, e in enumerate(obj["edges"])]
+    lines += ["]", "}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda kg: kg["entities"].append(dict(kg["entities"][0], label="other")), "duplicate entity id"),
+        (lambda kg: kg["edges"].append({"src": "ClockSkew", "rel": "fixed_by", "dst": "Nope"}), "unknown entity 'Nope'"),
+        (lambda kg: kg["edges"].append({"src": "ClockSkew", "rel": "cures", "dst": "NTPSync"}), "unknown relation 'cures'"),
+        (lambda kg: kg["entities"].append({"id": "X", "label": "clock skew", "type": "cause"}), "already used"),
+        (lambda kg: kg["entities"].append({"id": "Y", "label": "y", "type": "bug"}), "entities[14].type"),
+    ],
+)
+def test_bad_kg_names_file_line_and_problem(tmp_path, tiny_kg_dict, mutate, message):
+    mutate(tiny_kg_dict)
+    path = _write(tmp_path, tiny_kg_dict)
+    with pytest.raises(DataFileError) as exc:
+        load_kg(path)
+    text = str(exc.value)
+    assert str(path) in text and message in text
+    assert exc.value.line is not None
+    # the named line really holds the offending item
+    offending = path.read_text().splitlines()[exc.value.line - 1]
+    assert offending.startswith("{")
+
+
+def test_json_syntax_error_has_line(tmp_path):
+    path = tmp_path / "kg.json"
+    path.write_text('{\n"version": "1",\n"domain": x\n}\n')
+    with pytest.raises(DataFileError) as exc:
+        load_kg(path)
+    assert exc.value.line == 3
+
+
+def test_neighborhood_starts_with_path(tiny_kg):
+    hood = tiny_kg.neighborhood(["ClockSkew", "NTPSync"], radius=1)
+    assert hood[:2] == ["ClockSkew", "NTPSync"]
+    assert "TLSHandshakeError" in hood and "chronyc" in hood
