@@ -75,3 +75,11 @@ def tiny_kg() -> KnowledgeGraph:
 @pytest.fixture(scope="session")
 def real_kg() -> KnowledgeGraph:
     return load_kg(REPO / "data" / "kg.json")
+
+
+@pytest.fixture
+def fixture_run(tmp_path, tiny_kg):
+    """A synthetic run folder (tests/fixture_run.py) written with the run-log API."""
+    from fixture_run import build_fixture_run
+
+    return build_fixture_run(tmp_path / "runs", tiny_kg)
