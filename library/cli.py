@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from library.errors import DataFileError
 
@@ -21,15 +22,117 @@ console = Console(stderr=True)
 
 @app.command()
 def data(
-    kg: Path = typer.Option(Path("data/kg.json"), help="Knowledge graph to generate questions from."),
-    out: Path = typer.Option(Path("data"), help="Folder for train/eval/train_hard/eval_shuffled JSONL and stats."),
-    seed: int = typer.Option(0, help="Seed: the same seed gives byte-identical files."),
+    kg: Path = typer.Option(Path("data/kg.json"), help="Knowledge graph (kg.json) to generate questions from."),
+    out: Path = typer.Option(Path("data"), help="Folder for train/eval/train_hard/eval_shuffled .jsonl and stats.json."),
+    seed: int = typer.Option(0, help="Seed: the same seed and KG give byte-identical files."),
+    n_train: int = typer.Option(3000, help="Training questions (1-3 hops, mixed 1:2:2 as the graph allows)."),
+    n_eval: int = typer.Option(300, help="Eval questions (4-5 hops, half each); eval_shuffled is the same set."),
+    n_train_hard: int = typer.Option(300, help="train_hard questions (4-5 hops, disjoint from eval)."),
+    progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
 ) -> None:
-    """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG."""
-    from library.questions import DatasetConfig, build_dataset
+    """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
 
-    stats = build_dataset(DatasetConfig(kg_path=kg, out_dir=out, seed=seed))
-    console.print(stats.summary() if hasattr(stats, "summary") else stats)
+    Every question has exactly one reachable option (checked), no eval path leaks into
+    training, and every edge an eval path uses is taught in train. Prints a summary,
+    also written to OUT/stats.json.
+    """
+    from library.questions import DatasetConfig, DatasetError, build_dataset
+
+    config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
+                           n_train_hard=n_train_hard, progress=progress)
+    try:
+        stats = build_dataset(config)
+    except (DataFileError, DatasetError) as exc:
+        # Caught here rather than in main() only to print it unwrapped: rich folds long lines
+        # at 80 columns off a terminal, and "one line naming file:line" is the contract.
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    typer.echo(stats.summary())
+
+
+@app.command()
+def demo(
+    runs: list[Path] = typer.Argument(None, help="Run folders, or folders of run folders (default: data/runs)."),
+    out: Path = typer.Option(Path("renders/demo"), help="Output folder for the static site."),
+    kg: Path = typer.Option(Path("data/kg.json"), help="KG for runs without their own kg.json."),
+    data_dir: Path = typer.Option(Path("data"), "--data", help="Where the question files (eval.jsonl, ...) are."),
+) -> None:
+    """Render the static demo site (episode player, KG path, reward HUD, charts) into OUT.
+
+    Open OUT/index.html directly, or serve it with `kgr serve` (which also enables Try it).
+    Bad run folders are skipped, with the reason shown on the page and here.
+    """
+    from library.demo.site import build_demo
+
+    index, site = build_demo(runs or [Path("data/runs")], out, kg_path=kg, data_dir=data_dir)
+    for s in site.skipped:
+        console.print(f"[yellow]skipped[/] {escape(s['path'])}: {escape(s['reason'])}", soft_wrap=True, highlight=False)
+    typer.echo(f"wrote {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
+
+
+@app.command()
+def serve(
+    directory: Path = typer.Option(Path("renders/demo"), "--dir", help="The site folder (built by `kgr demo`)."),
+    port: int = typer.Option(8765, help="Port on 127.0.0.1 (0 picks a free one)."),
+    model: Path = typer.Option(None, help="Run folder whose trained adapter answers Try it (enables /api/try)."),
+    phase: str = typer.Option(None, help="Adapter phase to load (default: newest of final/grpo/rsft/sft)."),
+    base: str = typer.Option(None, help="Base model spec (default: the run's meta.json model.spec)."),
+    kg: Path = typer.Option(Path("data/kg.json"), help="KG for the run if it has no kg.json of its own."),
+    max_new_tokens: int = typer.Option(96, help="Generation length for Try it."),
+    verbose: bool = typer.Option(False, help="Log every request."),
+) -> None:
+    """Serve the demo site on localhost; with --model RUN, the page's Try it generates with RUN's adapter."""
+    from library.demo.server import serve as run_server
+
+    if not (directory / "index.html").exists():
+        from library.demo.site import build_demo
+
+        index, site = build_demo([Path("data/runs")], directory, kg_path=kg)
+        typer.echo(f"built {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
+    tryit = None
+    if model is not None:
+        from library.demo.tryit import TryIt
+
+        tryit = TryIt(model, kg_path=kg, model_spec=base, phase=phase, max_new_tokens=max_new_tokens)
+    run_server(directory, port=port, tryit=tryit, quiet=not verbose)
+
+
+@app.command()
+def train(
+    profile: str = typer.Option("quick", help="Profile in library/profiles (quick | full) or a YAML path."),
+    run: Path = typer.Option(None, "--run", help="Run folder (default: data/runs/<new run id>)."),
+    model: str = typer.Option(None, help="embedded | tiny | <hub id> | <local folder>; default from the profile."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last completed phase/checkpoint."),
+    seed: int = typer.Option(None, help="Override the profile's seed."),
+    grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
+    data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
+) -> None:
+    """Post-train a model: base -> SFT -> RSFT -> GRPO, with eval after each phase, into one run folder."""
+    from library.config import ConfigError, load_config
+    from library.runs import DEFAULT_RUNS_ROOT, new_run_id
+    from library.train import ResumeError, run_training
+
+    overrides: dict = {}
+    if model is not None:
+        overrides["model"] = model
+    if seed is not None:
+        overrides["seed"] = seed
+    if grpo_reward is not None:
+        overrides["grpo"] = {"reward_preset": grpo_reward}
+    if data_dir is not None:
+        overrides["data_dir"] = str(data_dir)
+    try:
+        config = load_config(profile, overrides)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
+    try:
+        result = run_training(config, run_dir, resume=resume, console=console)
+    except ResumeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2)
+    console.print(str(result.path))
 
 
 def _load_plugins() -> None:

@@ -1,0 +1,293 @@
+"""GRPO with TRL's ``GRPOTrainer`` on the SFT (or RSFT) LoRA adapter, the KG as the reward model.
+
+- **One reward function per component** (``correctness``, ``path``, ``spam``, ``edge``), so TRL
+  logs each one (``rewards/<name>/mean``). ``reward_weights`` make their weighted sum equal the
+  preset's total exactly: ``total = correctness + path_reward - spam_penalty + edge_reward``
+  (edge weight 0 without ``+edges``; path/spam/edge weight 0 for a correctness-only preset, which
+  is the ablation). The sum is checked against ``RewardModel``'s total for every completion.
+- **Every sampled completion is an Episode** (phase ``grpo``, ``split`` the question's training
+  split, ``step`` = the optimizer step the rollout feeds, ``sample_idx`` within its group,
+  ``kind: "rollout"``), written as a side effect of the first reward function of each batch.
+- **KL to the starting policy** (paper: beta 0.05): the trainer receives a PeftModel whose
+  trainable "default" adapter is the SFT/RSFT one; TRL then copies it into a frozen "ref"
+  adapter and computes reference log-probs with that adapter active, so beta > 0 costs one
+  extra forward pass, not a second model in memory.
+- **CPU-safe** (``bf16=False, use_cpu=True``), prompts are the chat-formatted strings from
+  ``library.model.format_prompt`` (TRL leaves string prompts untouched), sampling at the paper's
+  temperature 0.6 / top_p 0.9.
+- **Only training prompts**: :func:`library.rsft.assert_training_only` runs before the trainer
+  is built and again on every batch the trainer scores.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from library.config import GRPOSettings
+from library.rsft import ROLLOUT_KIND, assert_training_only
+
+#: (TRL reward-function name, RewardModel component it returns)
+COMPONENT_FUNCS: tuple[tuple[str, str], ...] = (
+    ("correctness", "correctness"),
+    ("path", "path_reward"),
+    ("spam", "spam_penalty"),
+    ("edge", "edge_reward"),
+)
+
+
+def component_weights(reward_config) -> dict[str, float]:
+    """Weights that make ``sum(w * component) == total`` for ``reward_config`` (see library/reward.py).
+
+    >>> from library.reward import RewardConfig
+    >>> component_weights(RewardConfig.preset_named("paper+edges"))
+    {'correctness': 1.0, 'path': 1.0, 'spam': -1.0, 'edge': 1.0}
+    >>> component_weights(RewardConfig.preset_named("correctness"))
+    {'correctness': 1.0, 'path': 0.0, 'spam': 0.0, 'edge': 0.0}
+    """
+    if reward_config.correctness_only:
+        return {"correctness": 1.0, "path": 0.0, "spam": 0.0, "edge": 0.0}
+    return {"correctness": 1.0, "path": 1.0, "spam": -1.0, "edge": 1.0 if reward_config.edge_verified else 0.0}
+
+
+class RolloutScorer:
+    """Scores a batch once, hands each component to its reward function, logs the episodes.
+
+    TRL calls the reward functions one after another on the same batch; the first call for a
+    batch scores every completion (``RewardModel.score``) and appends the episodes, the others
+    read the cached breakdowns.
+    """
+
+    def __init__(self, questions: Sequence[Any], reward_model, run, *, forbidden_ids: Iterable[str] = (),
+                 log_episodes: bool = True):
+        self.by_id = {q.id: q for q in questions}
+        self.reward_model = reward_model
+        self.run = run
+        self.forbidden_ids = set(forbidden_ids)
+        self.weights = component_weights(reward_model.config)
+        self.log_episodes = log_episodes
+        self._key: tuple | None = None
+        self._scored: list[tuple[Any, Any]] = []
+        self.n_logged = 0
+        self.per_step: dict[int, list[dict[str, float]]] = defaultdict(list)
+
+    def _score(self, ex_ids: Sequence[str], completions: Sequence[str], step: int) -> list[tuple[Any, Any]]:
+        key = (step, tuple(ex_ids), tuple(completions))
+        if key == self._key:
+            return self._scored
+        questions = [self.by_id[i] for i in ex_ids]
+        assert_training_only(questions, self.forbidden_ids)
+        scored = [self.reward_model.score(q, c) for q, c in zip(questions, completions)]
+        for (parsed, reward) in scored:
+            parts = reward.model_dump()
+            weighted = sum(self.weights[name] * float(parts[comp]) for name, comp in COMPONENT_FUNCS)
+            if not math.isclose(weighted, float(reward.total), rel_tol=1e-9, abs_tol=1e-9):
+                raise RuntimeError(f"reward components do not sum to the total: {weighted} != {reward.total}")
+        if self.log_episodes:
+            seen: dict[str, int] = defaultdict(int)
+            episodes = []
+            for q, c, (parsed, reward) in zip(questions, completions, scored):
+                episodes.append({
+                    "phase": "grpo", "step": step, "ex_id": q.id, "split": q.split,
+                    "prompt": q.prompt, "completion": c,
+                    "parsed": parsed.model_dump(mode="json"), "reward": reward.model_dump(mode="json"),
+                    "hop_len": q.hop_len, "answer_star": q.answer_star,
+                    "sample_idx": seen[q.id], "kind": ROLLOUT_KIND,
+                })
+                seen[q.id] += 1
+            self.n_logged += self.run.append_episodes(episodes)
+        for q, (parsed, reward) in zip(questions, scored):
+            self.per_step[step].append({
+                "reward_total": float(reward.total),
+                "correct": float(bool(parsed.valid_format) and parsed.answer == q.answer_star),
+                "path_coverage": float(reward.path_coverage),
+                "valid_format": float(bool(parsed.valid_format)),
+            })
+        self._key, self._scored = key, scored
+        return scored
+
+    def reward_function(self, name: str, component: str) -> Callable[..., list[float]]:
+        def fn(prompts, completions, ex_id, trainer_state=None, **kwargs) -> list[float]:
+            step = int(trainer_state.global_step) + 1 if trainer_state is not None else 0
+            texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+            scored = self._score(list(ex_id), texts, step)
+            return [float(getattr(reward, component)) for _, reward in scored]
+
+        fn.__name__ = name
+        return fn
+
+    def reward_functions(self) -> tuple[list[Callable], list[float]]:
+        funcs = [self.reward_function(name, comp) for name, comp in COMPONENT_FUNCS]
+        return funcs, [self.weights[name] for name, _ in COMPONENT_FUNCS]
+
+
+@dataclass
+class GRPOResult:
+    adapter_dir: Path
+    steps: int
+    n_prompts: int
+    n_episodes: int
+    curve: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    resumed_from: str | None = None
+    reward_weights: dict[str, float] = field(default_factory=dict)
+
+
+def _trainer_log_callback(sink: list[dict[str, Any]]):
+    from transformers import TrainerCallback
+
+    class _Sink(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs:
+                sink.append({"step": int(state.global_step), **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+
+    return _Sink()
+
+
+def reward_curve(per_step: dict[int, list[dict[str, float]]], log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """One point per step: means over that step's rollouts, plus the trainer's loss and KL."""
+    logs: dict[int, dict[str, Any]] = defaultdict(dict)
+    for entry in log_history:  # several entries can share a step (the step's log, the run summary)
+        if "step" in entry:
+            logs[int(entry["step"])].update({k: v for k, v in entry.items() if k not in logs[int(entry["step"])]})
+    curve = []
+    for step in sorted(per_step):
+        rows = per_step[step]
+        n = len(rows)
+        point: dict[str, float] = {"step": step, "n": n}
+        for key in ("reward_total", "path_coverage", "valid_format"):
+            point[key] = sum(r[key] for r in rows) / n
+        point["accuracy"] = sum(r["correct"] for r in rows) / n
+        log = logs.get(step, {})
+        for src, dst in (("loss", "loss"), ("kl", "kl"), ("reward_std", "reward_std"),
+                         ("frac_reward_zero_std", "frac_reward_zero_std"), ("learning_rate", "learning_rate")):
+            value = log.get(src)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                point[dst] = float(value)
+        curve.append(point)
+    return curve
+
+
+def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any]] = ()) -> list[dict[str, float]]:
+    """The same curve rebuilt from logged rollouts (used after a resume, when earlier steps ran in another process)."""
+    per_step: dict[int, list[dict[str, float]]] = defaultdict(list)
+    for ep in episodes:
+        if getattr(ep, "kind", None) != ROLLOUT_KIND:
+            continue
+        answer_star = getattr(ep, "answer_star", None)
+        per_step[ep.step].append({
+            "reward_total": float(ep.reward.total),
+            "correct": float(bool(ep.parsed.valid_format) and ep.parsed.answer == answer_star),
+            "path_coverage": float(ep.reward.path_coverage),
+            "valid_format": float(bool(ep.parsed.valid_format)),
+        })
+    return reward_curve(per_step, list(log_history))
+
+
+def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings, reward_model, run, *,
+             ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
+             resume: bool = True, callbacks: list | None = None):
+    """Phase 4 on ``model`` (a PeftModel with a trainable "default" adapter). Returns ``(model, GRPOResult)``.
+
+    ``questions`` is the RL pool (training questions held out of SFT). Rollouts already logged
+    for steps after the checkpoint we resume from are dropped first (they are regenerated).
+    """
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from library.model import format_prompt
+    from library.runs import RunDir
+    from library.sft import checkpoint_step, cpu_training_args, last_checkpoint, save_adapter, trainable_report
+
+    questions = list(questions)
+    forbidden_ids = set(forbidden_ids)
+    assert_training_only(questions, forbidden_ids)
+    run = run if isinstance(run, RunDir) else RunDir(run)
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    resume_from = last_checkpoint(ckpt_dir) if resume else None
+    keep_upto = checkpoint_step(resume_from)
+    filter_episodes(run, lambda ep: not (ep.get("phase") == "grpo" and int(ep.get("step", 0)) > keep_upto))
+
+    scorer = RolloutScorer(questions, reward_model, run, forbidden_ids=forbidden_ids)
+    funcs, weights = scorer.reward_functions()
+    rows = [{"prompt": format_prompt(tokenizer, q.prompt), "ex_id": q.id} for q in questions]
+    completions_per_step = settings.prompts_per_step * settings.num_generations
+    args = GRPOConfig(
+        **cpu_training_args(
+            output_dir=str(ckpt_dir),
+            max_steps=settings.max_steps,
+            per_device_train_batch_size=completions_per_step,
+            gradient_accumulation_steps=1,
+            num_generations=settings.num_generations,
+            learning_rate=settings.learning_rate,
+            beta=settings.beta,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_completion_length=settings.max_completion_length,
+            loss_type=settings.loss_type,
+            scale_rewards=settings.scale_rewards,
+            reward_weights=weights,
+            logging_steps=1,
+            save_steps=settings.save_steps,
+            seed=seed,
+            data_seed=seed,
+            remove_unused_columns=False,
+            log_completions=False,
+        )
+    )
+    trainer_logs: list[dict[str, Any]] = []
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[_trainer_log_callback(trainer_logs), *(callbacks or [])],
+    )
+    report = trainable_report(trainer.model)
+    if report["non_lora_trainable"]:
+        raise RuntimeError(f"base weights are not frozen: {report['non_lora_trainable'][:5]}")
+
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    seconds = time.perf_counter() - start
+
+    peft_model = trainer.model
+    save_adapter(peft_model, Path(adapter_dir))
+    history = list(trainer.state.log_history)
+    curve = curve_from_episodes(run.iter_episodes(phase="grpo"), history)
+    peft_model.eval()
+    return peft_model, GRPOResult(
+        adapter_dir=Path(adapter_dir), steps=int(trainer.state.global_step), n_prompts=len(questions),
+        n_episodes=sum(1 for ep in run.iter_episodes(phase="grpo") if getattr(ep, "kind", None) == ROLLOUT_KIND),
+        curve=curve, seconds=seconds, resumed_from=str(resume_from) if resume_from else None,
+        reward_weights=dict(scorer.weights),
+    )
+
+
+def filter_episodes(run, keep: Callable[[dict[str, Any]], bool]) -> int:
+    """Rewrite episodes.jsonl keeping the lines ``keep`` accepts (atomic); returns how many were dropped.
+
+    ``RunDir.drop_episodes`` drops a whole phase; a resumed phase needs finer cuts (GRPO keeps the
+    rollouts up to its checkpoint, RSFT keeps its finished rollouts but not a half-done eval).
+    """
+    from library.jsonl import atomic_write_text, dumps_line, iter_jsonl
+
+    path = run.episodes_path
+    if not path.exists():
+        return 0
+    run._repair_tail()  # a line half-written by a kill would otherwise fail to parse
+    kept, dropped = [], 0
+    for _, obj in iter_jsonl(path):
+        if keep(obj):
+            kept.append(dumps_line(obj))
+        else:
+            dropped += 1
+    if dropped:
+        atomic_write_text(path, "".join(kept))
+    return dropped

@@ -1,0 +1,693 @@
+"""The reward: read a completion back against the knowledge graph and score it.
+
+A completion has the form (SPEC.md, "Completion format and reward")::
+
+    TRACE: <one or two sentences naming the entities along the path>
+    ANSWER: <A|B|C|D>
+
+and is scored by a :class:`RewardModel` built once per KG and :class:`RewardConfig`:
+
+>>> from library.kg import KnowledgeGraph
+>>> from library.contracts import Question
+>>> kg = KnowledgeGraph.from_dict({
+...     "version": "1", "domain": "toy",
+...     "entities": [{"id": "S", "label": "TLS handshake error", "type": "symptom"},
+...                  {"id": "C", "label": "clock skew", "type": "cause"},
+...                  {"id": "F", "label": "sync clocks with NTP", "type": "fix"}],
+...     "relations": [{"id": "caused_by", "label": "is caused by"},
+...                   {"id": "fixed_by", "label": "is fixed by"}],
+...     "edges": [{"src": "S", "rel": "caused_by", "dst": "C"},
+...               {"src": "C", "rel": "fixed_by", "dst": "F"}]})
+>>> q = Question(id="q1", split="train", hop_len=2, question="...", prompt="...",
+...              options={"A": "S", "B": "F", "C": "C", "D": "S"}, answer_star="B",
+...              path_star=kg.path_from_entities(["S", "C", "F"], ["caused_by", "fixed_by"]),
+...              ref={"trace": ""})
+>>> honest = ("TRACE: TLS handshake error is caused by clock skew; "
+...           "clock skew is fixed by sync clocks with NTP.\\nANSWER: B")
+>>> parsed, r = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, honest)
+>>> parsed.path_entities, r.correctness, r.path_reward, r.edge_reward, r.total
+(['S', 'C', 'F'], 1.0, 0.5, 0.5, 2.0)
+
+The same names in a false chain lose the edge credit and pay for each false claim:
+
+>>> liar = ("TRACE: TLS handshake error is fixed by clock skew; "
+...         "clock skew is caused by sync clocks with NTP.\\nANSWER: B")
+>>> _, r = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, liar)
+>>> r.path_reward, r.edge_reward, r.false_edges, r.total
+(0.5, -0.5, 2, 1.0)
+
+Components of the total, for every preset::
+
+    total = correctness + path_reward - spam_penalty + edge_reward   (edge_verified)
+    total = correctness + path_reward - spam_penalty                 (toy, paper)
+    total = correctness                                              (correctness_only)
+
+``edge_reward`` is measured and logged under every preset, so a run trained without it
+still shows whether its model learned to state false chains.
+
+``path_reward`` is the path term before the spam penalty and ``spam_penalty`` the amount
+the penalty removes, so the four bars of the video add up to the total under both presets.
+
+Design notes
+------------
+* Entities are found by ONE compiled regex over every entity id and label, built as a
+  character trie (see :func:`_trie_pattern`): the alternation of a trie tries the longer
+  continuation first, which gives leftmost-longest matches, and it runs in time linear
+  in the text instead of linear in the number of labels (a flat alternation of 600 labels
+  was ~7x slower in our measurements). The text is lower-cased once and the pattern is
+  compiled case-sensitively over lower-cased labels: ``re.IGNORECASE`` disables the
+  literal fast-path of ``sre`` branches and cost another 4x.
+* Word boundaries are lookarounds ``(?<!\\w)`` / ``(?!\\w)`` rather than ``\\b``, because
+  ``\\b`` misbehaves next to labels that start or end with punctuation ("C++", "502.").
+* Everything per question (gold entity set, gold edge order, path tokens) is computed
+  once and cached by question id.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections import Counter, OrderedDict
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+from library.contracts import LETTERS, ParsedCompletion, Question, RewardBreakdown
+from library.kg import KnowledgeGraph
+
+__all__ = [
+    "PRESET_NAMES",
+    "EntityMatcher",
+    "RelationMatcher",
+    "RewardConfig",
+    "RewardModel",
+    "extract_claims",
+    "parse_completion",
+    "path_tokens",
+    "tokenize",
+]
+
+# --------------------------------------------------------------------------- parsing
+
+# Characters a model (or an attacker) puts around keywords: markdown emphasis, quote and
+# list markers, and zero-width characters, which are invisible in a rendered episode.
+# No newline in here: a line-start prefix that could span lines makes the search
+# quadratic on inputs with many blank lines.
+_DECOR = " \\t\u00a0>*#_`~\\-\u200b\u200c\u200d\u2060\ufeff"
+_KEYWORD_RE = re.compile(
+    rf"^[{_DECOR}]*(trace|answer)[ \t*_`\u200b\u200c\u200d\u2060\ufeff]*[:\uff1a]",
+    re.IGNORECASE | re.MULTILINE,
+)
+_ANSWER_VALUE_RE = re.compile(r"[\s*_`\"'(\[{<\u200b\u200c\u200d\u2060\ufeff]*([A-Da-d])(?!\w)([^\n]*)")
+# A second option letter joined to the first by "or"/"and"/"/"/"," is a hedge: "A or B".
+# The letter must be a capital: "B) restart the service and a cache flush" is no hedge.
+_HEDGE_RE = re.compile(r"(?:(?<!\w)(?i:or|and|vs|versus)(?!\w)|[/|&+,])[\s*_`\"'(\[]*[A-D](?!\w)")
+_HEDGE_SCAN = 200  # characters after the letter searched for a hedge; bounds work on huge lines
+
+
+def _answer_letter(value: str) -> str | None:
+    """The option letter an ANSWER line commits to, or None when it commits to none.
+
+    >>> [_answer_letter(v) for v in [" B", "B.", "B) clock skew", "**C**", "(d)", "A or B", "The answer is B", "b clock"]]
+    ['B', 'B', 'B', 'C', 'D', None, None, None]
+    """
+    m = _ANSWER_VALUE_RE.match(value)
+    if m is None:
+        return None
+    letter, rest = m.group(1), m.group(2)
+    if letter.islower():
+        # A lone lower-case letter is an answer ("answer: b"); "a clock skew" is prose.
+        tail = rest.strip()
+        if tail and tail[0] not in ").:]*":
+            return None
+        letter = letter.upper()
+    if _HEDGE_RE.search(rest, 0, _HEDGE_SCAN):
+        return None
+    return letter
+
+
+def parse_completion(text: str) -> tuple[str, str | None, bool]:
+    """Split a completion into ``(trace_text, answer, valid_format)``; never raises.
+
+    The trace runs from ``TRACE:`` to the next keyword line (or the end), so a trace the
+    model wrapped over several lines is read whole. Keywords are case-insensitive and may
+    carry markdown decoration (``**TRACE:**``). ``answer`` is the letter every ANSWER line
+    agrees on (kept even when the TRACE is missing, for logging) and None for a hedge.
+
+    >>> parse_completion("TRACE: clock skew is fixed by NTP.\\nANSWER: B")
+    ('clock skew is fixed by NTP.', 'B', True)
+    >>> parse_completion("  trace :  x\\n answer: c) sync clocks")
+    ('x', 'C', True)
+    >>> parse_completion("TRACE: x\\nANSWER: A\\nANSWER: B")    # a hedge over two lines
+    ('x', None, False)
+    >>> parse_completion("TRACE: x ANSWER: B")                    # no ANSWER line
+    ('x ANSWER: B', None, False)
+    >>> parse_completion("ANSWER: B")
+    ('', 'B', False)
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    # split() with a capturing group hands back [before, kw, body, kw, body, ...] in one
+    # C call; each body runs to the next keyword line, which is where a trace ends.
+    parts = _KEYWORD_RE.split(text)
+    trace = None
+    letters: list[str] = []
+    bad_answer = False
+    for i in range(1, len(parts), 2):
+        body = parts[i + 1]
+        if parts[i][0] in "tT":
+            if trace is None:
+                trace = body.strip()
+            continue
+        eol = body.find("\n")
+        letter = _answer_letter(body if eol < 0 else body[:eol])
+        if letter is None:
+            bad_answer = True
+        else:
+            letters.append(letter)
+    answer = None
+    if letters and not bad_answer and letters.count(letters[0]) == len(letters):
+        answer = letters[0]
+    if trace is None:
+        return "", answer, False
+    return trace, answer, bool(trace) and answer is not None
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _trie_pattern(aliases: Iterable[str]) -> str:
+    """A regex alternation of ``aliases`` factored as a character trie.
+
+    A space inside an alias matches any run of whitespace. At a node where one alias ends
+    and a longer one continues, the continuation is tried first (greedy ``?``), which
+    makes the match the longest alias at that position.
+
+    >>> _trie_pattern(["ntp", "ntp drift", "nat"])
+    'n(?:at|tp(?:\\\\s+drift)?)'
+    >>> re.fullmatch(_trie_pattern(["a b", "a"]), "a   b") is not None
+    True
+    """
+    root: dict[str, dict] = {}
+    for alias in aliases:
+        node = root
+        for ch in alias:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        branches = [(r"\s+" if ch == " " else re.escape(ch)) + emit(node[ch]) for ch in sorted(node) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return f"(?:{body})?"
+        return body
+
+    return emit(root)
+
+
+class _AliasTable:
+    """Aliases (normalised text) -> ids, first writer wins, plus the trie pattern."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]):
+        self.ids: dict[str, str] = {}
+        for alias, ident in pairs:
+            key = _norm(alias)
+            if key and key not in self.ids:
+                self.ids[key] = ident
+        # Longest first only matters for readability of the pattern: the trie already
+        # prefers longer continuations.
+        self.pattern = _trie_pattern(sorted(self.ids, key=lambda a: (-len(a), a)))
+
+    def lookup(self, matched: str) -> str | None:
+        hit = self.ids.get(matched)
+        if hit is None:
+            # Only reached for matches spanning odd whitespace or odd case folds.
+            hit = self.ids.get(_norm(matched))
+        return hit
+
+
+class EntityMatcher:
+    """Finds KG entities (by id or label) in text: whole words, leftmost-longest, any case.
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t",
+    ...     "entities": [{"id": "Skew", "label": "skew", "type": "cause"},
+    ...                  {"id": "ClockSkew", "label": "clock skew", "type": "cause"},
+    ...                  {"id": "E502", "label": "HTTP 502 bad gateway", "type": "symptom"}],
+    ...     "relations": [], "edges": []})
+    >>> m = EntityMatcher(kg)
+    >>> m.find("Clock  SKEW, then skewed clocks, skew, http 502 bad gateway and e502")
+    ['ClockSkew', 'Skew', 'E502', 'E502']
+    """
+
+    def __init__(self, kg: KnowledgeGraph):
+        ents = list(kg.entities.values())
+        # Labels before ids: when an id spells another entity's label, the label wins.
+        self.table = _AliasTable([(e.label, e.id) for e in ents] + [(e.id, e.id) for e in ents])
+        self.regex = re.compile(rf"(?<!\w)(?:{self.table.pattern})(?!\w)")
+
+    def find(self, text: str) -> list[str]:
+        """Entity ids in order of appearance, repeats included."""
+        lookup = self.table.lookup
+        out = []
+        for s in self.regex.findall(text.lower()):
+            ident = lookup(s)
+            if ident is not None:
+                out.append(ident)
+        return out
+
+
+def _relation_aliases(rel_id: str, label: str) -> list[str]:
+    """The phrases read as relation ``rel_id``: its label, the label without a leading
+    copula ("caused by"), its id ("caused_by") and the id spelled with spaces.
+
+    >>> _relation_aliases("caused_by", "is caused by")
+    ['is caused by', 'caused by', 'caused_by', 'caused by']
+    """
+    out = [label]
+    words = label.split()
+    if len(words) > 1 and words[0].lower() in ("is", "are"):
+        out.append(" ".join(words[1:]))
+    out += [rel_id, rel_id.replace("_", " ")]
+    return out
+
+
+class RelationMatcher:
+    """Finds relation phrases (labels and ids) in text, like :class:`EntityMatcher`.
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "entities": [],
+    ...     "relations": [{"id": "caused_by", "label": "is caused by"},
+    ...                   {"id": "leads_to", "label": "leads to"}], "edges": []})
+    >>> RelationMatcher(kg).find("X is caused by Y, which leads_to Z; caused by W")
+    ['caused_by', 'leads_to', 'caused_by']
+    """
+
+    def __init__(self, kg: KnowledgeGraph):
+        pairs = [(a, r.id) for r in kg.relations.values() for a in _relation_aliases(r.id, r.label)]
+        self.table = _AliasTable(pairs)
+        self.regex = re.compile(rf"(?<!\w)(?:{self.table.pattern})(?!\w)")
+
+    def find(self, text: str) -> list[str]:
+        lookup = self.table.lookup
+        return [r for r in (lookup(s) for s in self.regex.findall(text.lower())) if r is not None]
+
+
+# Clause boundaries for claim reading. A relation's object must sit in the same clause;
+# its subject may be carried over a boundary ("X is caused by Y, which is fixed by Z").
+_SEPARATOR = r"[;.,!?:\n]|(?<!\w)(?:and|which|then|but|so|while|whereas)(?!\w)"
+
+
+class _TraceScanner:
+    """One regex pass over a lower-cased trace yielding entity, relation and clause-break
+    events: ``findall`` returns ``(entity_text, relation_text, separator)`` triples."""
+
+    def __init__(self, entities: EntityMatcher, relations: RelationMatcher):
+        self.entities = entities.table
+        self.relations = relations.table
+        self.regex = re.compile(
+            rf"(?<!\w)(?:({entities.table.pattern})|({relations.table.pattern}))(?!\w)|({_SEPARATOR})"
+        )
+
+    def scan(self, lowered: str) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """``(entity ids in order with repeats, claimed edges in order)``.
+
+        A claim is ``entity relation entity`` with nothing recognised in between except
+        unrecognised words; chains share their middle entity ("X r1 Y r2 Z").
+        """
+        ent_get = self.entities.ids.get
+        rel_get = self.relations.ids.get
+        ents: list[str] = []
+        claims: list[tuple[str, str, str]] = []
+        subject: str | None = None  # the last entity, unless a relation came after it
+        pending: tuple[str, str] | None = None  # (subject, relation) awaiting an object
+        for e, r, _sep in self.regex.findall(lowered):
+            if e:
+                ident = ent_get(e) or self.entities.lookup(e)
+                if ident is None:
+                    continue
+                ents.append(ident)
+                if pending is not None:
+                    claims.append((pending[0], pending[1], ident))
+                    pending = None
+                subject = ident
+            elif r:
+                rel = rel_get(r) or self.relations.lookup(r)
+                pending = (subject, rel) if subject is not None and rel is not None else None
+                subject = None
+            else:
+                pending = None
+        return ents, claims
+
+
+def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]:
+    """Claimed edges ``(src, rel, dst)`` of a trace, in order (convenience; compiles the
+    matchers on every call, so use :class:`RewardModel` in loops).
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t",
+    ...     "entities": [{"id": "S", "label": "TLS handshake error", "type": "symptom"},
+    ...                  {"id": "C", "label": "clock skew", "type": "cause"},
+    ...                  {"id": "F", "label": "sync clocks with NTP", "type": "fix"}],
+    ...     "relations": [{"id": "caused_by", "label": "is caused by"},
+    ...                   {"id": "fixed_by", "label": "is fixed by"}], "edges": []})
+    >>> extract_claims(kg, "TLS handshake error is usually caused by clock skew, which is fixed by sync clocks with NTP.")
+    [('S', 'caused_by', 'C'), ('C', 'fixed_by', 'F')]
+    >>> extract_claims(kg, "clock skew and TLS handshake error; is fixed by sync clocks with NTP")
+    [('S', 'fixed_by', 'F')]
+    """
+    return _TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan(trace.lower())[1]
+
+
+# --------------------------------------------------------------------------- tokens
+
+_TOKEN_RE = re.compile(r"[^\W_]+")
+# Function words inside labels ("renew the certificate", "sync clocks with NTP") would
+# otherwise earn path coverage for any fluent sentence.
+_STOPWORDS = frozenset("a an the of to in on at by for with from and or is are be it its this that".split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Word tokens for the ``paper`` preset: maximal runs of letters/digits, lower-cased;
+    underscores and punctuation split tokens.
+
+    >>> tokenize("HTTP 502 bad-gateway; caused_by NTP.")
+    ['http', '502', 'bad', 'gateway', 'caused', 'by', 'ntp']
+    """
+    return _TOKEN_RE.findall(text.lower())
+
+
+def path_tokens(kg: KnowledgeGraph, entity_ids: Sequence[str]) -> frozenset[str]:
+    """The path's tokens: word tokens of its entity labels, minus function words.
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "relations": [], "edges": [],
+    ...     "entities": [{"id": "F", "label": "sync clocks with NTP", "type": "fix"}]})
+    >>> sorted(path_tokens(kg, ["F"]))
+    ['clocks', 'ntp', 'sync']
+    """
+    return frozenset(t for e in entity_ids for t in tokenize(kg.label(e)) if t not in _STOPWORDS)
+
+
+def _top_count(items: list[str]) -> int:
+    """How often the most frequent item occurs (0 for none)."""
+    return max(Counter(items).values()) if items else 0
+
+
+def _longest_run(tokens: list[str]) -> int:
+    best = run = 0
+    prev = None
+    for t in tokens:
+        if t == prev:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 1
+            if best == 0:
+                best = 1
+            prev = t
+    return best
+
+
+def _lis(seq: list[int]) -> int:
+    """Length of the longest strictly increasing subsequence."""
+    tails: list[int] = []
+    for x in seq:
+        i = bisect_left(tails, x)
+        if i == len(tails):
+            tails.append(x)
+        else:
+            tails[i] = x
+    return len(tails)
+
+
+# --------------------------------------------------------------------------- config
+
+PresetName = Literal["toy", "paper"]
+PRESET_NAMES: tuple[str, ...] = ("toy", "paper", "toy+edges", "paper+edges", "correctness")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Every weight of the reward, in one place. ``RewardConfig()`` is ``toy+edges``.
+
+    Named presets: ``toy``, ``paper`` (as SPEC describes them, no edge component),
+    ``toy+edges``, ``paper+edges`` (plus the edge-verified component) and ``correctness``
+    (the ablation: total = toy correctness only, every other component still logged).
+    A ``+correctness`` suffix makes any preset correctness-only (``paper+correctness``).
+
+    >>> RewardConfig.preset_named("paper+edges").name
+    'paper+edges'
+    >>> RewardConfig.preset_named("correctness").name
+    'toy+edges+correctness'
+    >>> RewardConfig().as_dict()["toy_wrong"]
+    -2.0
+    """
+
+    preset: PresetName = "toy"
+    edge_verified: bool = True
+    correctness_only: bool = False
+    # toy: correctness + toy_path_weight * path - spam
+    toy_correct: float = 1.0
+    toy_wrong: float = -2.0
+    toy_path_weight: float = 0.5
+    toy_min_hits: int = 2
+    toy_spam_penalty: float = 0.5
+    toy_spam_max_mentions: int = 2  # an entity named more often than this is spam
+    # paper: min(w*coverage + bonus*[hits >= min_hits], cap) * repetition_factor
+    paper_correct: float = 0.1
+    paper_wrong: float = -1.0
+    paper_coverage_weight: float = 1.2
+    paper_hits_bonus: float = 0.3
+    paper_min_hits: int = 2
+    paper_path_cap: float = 1.5
+    paper_top_share_free: float = 0.35
+    paper_top_share_slope: float = 3.0
+    paper_run_free: int = 3
+    paper_run_slope: float = 0.05
+    # edge-verified: weight * (gold edges claimed in order / hops) * (distinct gold edges
+    # claimed / claims) - min(cap, per_false * false claims)
+    # The credit equals the toy path term at full coverage, so a true chain is worth as
+    # much again as naming the right entities; two false claims cancel a full chain's credit.
+    edge_weight: float = 0.5
+    edge_false_penalty: float = 0.25
+    edge_false_cap: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.preset not in ("toy", "paper"):
+            raise ValueError(f"unknown reward preset {self.preset!r}; expected 'toy' or 'paper'")
+
+    @property
+    def name(self) -> str:
+        return self.preset + ("+edges" if self.edge_verified else "") + ("+correctness" if self.correctness_only else "")
+
+    @classmethod
+    def preset_named(cls, name: str, **overrides: Any) -> "RewardConfig":
+        """Parse ``base[+edges][+correctness]`` (base: toy | paper); ``correctness`` alone
+        is ``toy+edges+correctness``. ``overrides`` set individual weights."""
+        parts = [p.strip().lower() for p in name.split("+")]
+        if parts == ["correctness"]:
+            parts = ["toy", "edges", "correctness"]
+        base, flags = parts[0], parts[1:]
+        if base not in ("toy", "paper") or any(f not in ("edges", "correctness") for f in flags) or len(set(flags)) != len(flags):
+            raise ValueError(f"unknown reward preset {name!r}; expected one of {', '.join(PRESET_NAMES)} (or base+edges+correctness)")
+        return cls(preset=base, edge_verified="edges" in flags, correctness_only="correctness" in flags, **overrides)  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict[str, Any]:
+        """For meta.json: the preset name and every field."""
+        return {"name": self.name, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RewardConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class _QuestionData:
+    """What scoring needs from a question, computed once."""
+
+    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens")
+
+    def __init__(self, kg: KnowledgeGraph, q: Question):
+        self.entities = list(q.path_star.entities)
+        self.gold = frozenset(self.entities)
+        self.n_gold = len(self.gold)
+        self.edge_index: dict[tuple[str, str, str], int] = {}
+        for i, e in enumerate(q.path_star.edges):
+            self.edge_index.setdefault((e.src, e.rel, e.dst), i)
+        self.hops = len(q.path_star.edges)
+        self.tokens = path_tokens(kg, [e for e in self.entities if e in kg.entities])
+        self.n_tokens = len(self.tokens)
+
+
+COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "spam_penalty", "edge_reward", "total")
+
+
+class RewardModel:
+    """The KG as a reward model. Build once (compiles the matchers), score many.
+
+    ``score`` returns the pydantic records that go into episodes.jsonl; ``components``
+    returns the same numbers as a plain dict and is ~3x faster (no model construction),
+    which is what a trainer's reward function should call.
+    """
+
+    def __init__(self, kg: KnowledgeGraph, config: RewardConfig | None = None):
+        self.kg = kg
+        self.config = config or RewardConfig()
+        self.entity_matcher = EntityMatcher(kg)
+        self.relation_matcher = RelationMatcher(kg)
+        self._scanner = _TraceScanner(self.entity_matcher, self.relation_matcher)
+        self._edges = frozenset((e.src, e.rel, e.dst) for e in kg.edges)
+        self._name = self.config.name
+        self._questions: dict[tuple[str, str], _QuestionData] = {}
+        self._memo: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+
+    def _question(self, q: Question) -> _QuestionData:
+        key = (q.id, q.split)
+        data = self._questions.get(key)
+        # Ids are not unique across files that reuse them (eval vs eval_shuffled), so the
+        # cached gold path is checked, which costs one list comparison.
+        if data is None or data.entities != q.path_star.entities:
+            data = self._questions[key] = _QuestionData(self.kg, q)
+        return data
+
+    # The whole computation lives in one function with local names: attribute lookups
+    # and intermediate objects were a measurable share of the per-completion cost.
+    def _evaluate(self, q: Question, completion: str) -> tuple[dict[str, Any], str, str | None, bool, list[str], list[str]]:
+        cfg = self.config
+        qd = self._question(q)
+        trace, answer, valid = parse_completion(completion)
+        lowered = trace.lower()
+        ents, claims = self._scanner.scan(lowered)
+        trace_entities = list(dict.fromkeys(ents))
+        gold = qd.gold
+        path_entities = [e for e in trace_entities if e in gold]
+        hits = len(path_entities)
+        right = valid and answer == q.answer_star
+
+        # edge-verified component (always measured, added only when enabled)
+        edge_index = qd.edge_index
+        order = []
+        false_edges = 0
+        for c in claims:
+            i = edge_index.get(c)
+            if i is not None:
+                order.append(i)
+            elif c not in self._edges:
+                false_edges += 1
+        edge_hits = _lis(order) if order else 0
+        edge_raw = 0.0
+        if valid:
+            share = edge_hits / qd.hops if qd.hops else 0.0
+            # Precision: each claim must add a new gold step, so burying the path among
+            # other true edges or repeating it earns proportionally less.
+            precision = len(set(order)) / len(claims) if order else 0.0
+            edge_raw = cfg.edge_weight * share * precision - min(cfg.edge_false_cap, cfg.edge_false_penalty * false_edges)
+        edge_reward = edge_raw if cfg.edge_verified else 0.0
+
+        extra: dict[str, Any]
+        if cfg.preset == "toy":
+            correctness = cfg.toy_correct if right else cfg.toy_wrong
+            coverage = hits / qd.n_gold if qd.n_gold else 0.0
+            path_reward = spam = 0.0
+            spammed = len(ents) > cfg.toy_spam_max_mentions and _top_count(ents) > cfg.toy_spam_max_mentions
+            if valid:
+                if hits >= cfg.toy_min_hits:
+                    path_reward = cfg.toy_path_weight * min(coverage, 1.0)
+                if spammed:
+                    spam = cfg.toy_spam_penalty
+            extra = {"spammed": spammed}
+        else:
+            correctness = cfg.paper_correct if right else cfg.paper_wrong
+            tokens = _TOKEN_RE.findall(lowered)
+            n = len(tokens)
+            coverage = len(qd.tokens.intersection(tokens)) / qd.n_tokens if qd.n_tokens else 0.0
+            top_share = _top_count(tokens) / n if n else 0.0
+            run = _longest_run(tokens)
+            rep = max(
+                0.0,
+                (1.0 - cfg.paper_top_share_slope * max(0.0, top_share - cfg.paper_top_share_free))
+                * (1.0 - cfg.paper_run_slope * max(0, run - cfg.paper_run_free)),
+            )
+            path_reward = spam = 0.0
+            if valid:
+                bonus = cfg.paper_hits_bonus if hits >= cfg.paper_min_hits else 0.0
+                path_reward = min(cfg.paper_coverage_weight * coverage + bonus, cfg.paper_path_cap)
+                spam = path_reward * (1.0 - rep)
+            extra = {"spammed": rep < 1.0, "repetition_factor": rep, "top_token_share": top_share, "longest_repeat_run": run}
+
+        total = correctness if cfg.correctness_only else correctness + path_reward - spam + edge_reward
+        comp = {
+            "correctness": correctness,
+            "path_coverage": coverage,
+            "path_reward": path_reward,
+            "spam_penalty": spam,
+            "total": total,
+            "edge_reward": edge_raw,
+            "edge_hits": edge_hits,
+            "false_edges": false_edges,
+            "claimed_edges": len(claims),
+            "hits": hits,
+            "preset": self._name,
+            **extra,
+        }
+        return comp, trace, answer, valid, trace_entities, path_entities
+
+    def components(self, question: Question, completion: str) -> dict[str, Any]:
+        """Every component as a plain dict (the RewardBreakdown fields and extras).
+
+        ``edge_reward`` is always measured and logged; it enters ``total`` only when
+        ``config.edge_verified`` is on.
+        """
+        return self._evaluate(question, completion)[0]
+
+    def score(self, question: Question, completion: str) -> tuple[ParsedCompletion, RewardBreakdown]:
+        comp, trace, answer, valid, trace_entities, path_entities = self._evaluate(question, completion)
+        parsed = ParsedCompletion(
+            answer=answer, trace_text=trace, trace_entities=trace_entities, path_entities=path_entities, valid_format=valid
+        )
+        return parsed, RewardBreakdown(**comp)
+
+    def score_many(self, questions: Sequence[Question], completions: Sequence[str]) -> list[tuple[ParsedCompletion, RewardBreakdown]]:
+        """``score`` over aligned sequences (one question per completion)."""
+        if len(questions) != len(completions):
+            raise ValueError(f"{len(questions)} questions for {len(completions)} completions")
+        return [self.score(q, c) for q, c in zip(questions, completions)]
+
+    def components_many(self, questions: Sequence[Question], completions: Sequence[str]) -> list[dict[str, Any]]:
+        if len(questions) != len(completions):
+            raise ValueError(f"{len(questions)} questions for {len(completions)} completions")
+        ev = self._evaluate
+        return [ev(q, c)[0] for q, c in zip(questions, completions)]
+
+    def component_fn(self, name: str, memo_size: int = 8192) -> Callable[[Question, str], float]:
+        """A ``(question, completion) -> float`` for one component, e.g. for one TRL
+        reward function per component. The functions of one model share a bounded memo,
+        so asking for five components of the same batch scores each completion once.
+
+        >>> # rm.component_fn("edge_reward")(question, completion) -> 0.5
+        """
+        if name not in COMPONENTS:
+            raise ValueError(f"unknown reward component {name!r}; expected one of {', '.join(COMPONENTS)}")
+
+        def fn(question: Question, completion: str) -> float:
+            key = (question.id, question.split, completion)
+            comp = self._memo.get(key)
+            if comp is None or comp.get("_entities") != question.path_star.entities:
+                comp = dict(self._evaluate(question, completion)[0], _entities=question.path_star.entities)
+                self._memo[key] = comp
+                while len(self._memo) > memo_size:
+                    self._memo.popitem(last=False)
+            return float(comp[name])
+
+        fn.__name__ = f"reward_{name}"
+        return fn

@@ -1,0 +1,236 @@
+"""Rejection-sampling fine-tuning (RSFT): sample, score with the KG reward, keep the best, train on it.
+
+The public attempt's headline number came from rejection sampling **on the evaluation
+questions**. Here the prompts come only from the training splits (``train`` = 1-3 hops,
+``train_hard`` = held-out 4-5-hop training questions), and :func:`assert_training_only` raises
+before any sampling if a prompt is an eval question (by split, by id, or by the ``-shuf`` copy).
+
+Per prompt we draw K completions from the SFT adapter, score each with the reward model, and
+keep the best by ``(total, correctness, path coverage, -trace length)``: the reward decides,
+ties go to the correct one, then to the one that covers more of the path, then to the shorter
+trace (less room for padding). **Prompts whose best sample is still wrong are dropped**:
+training on a wrong answer would teach it, and the gold completion is not used here (that
+would just be SFT again); how many were dropped is logged.
+
+Every sample is logged as an Episode (phase ``rsft``, ``kind: "rollout"``, ``sample_idx``,
+``selected`` on the winner), so what RSFT trained on can be audited from episodes.jsonl alone.
+The winners then continue training the SFT adapter with the same completion-only SFTTrainer.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from library.config import RSFTSettings
+
+EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
+ROLLOUT_KIND = "rollout"
+ROLLOUTS_DONE = "rollouts.done"
+
+
+class LeakageError(RuntimeError):
+    """An evaluation question reached a training phase."""
+
+
+def _base_id(ex_id: str) -> str:
+    return ex_id[: -len("-shuf")] if ex_id.endswith("-shuf") else ex_id
+
+
+def assert_training_only(questions: Iterable[Any], forbidden_ids: Iterable[str] = ()) -> None:
+    """Raise LeakageError if any question is from an eval split or has an eval id (shuffled copies included).
+
+    >>> from types import SimpleNamespace as Q
+    >>> assert_training_only([Q(id="train-00001", split="train")], {"eval-0001"})
+    >>> assert_training_only([Q(id="eval-0001-shuf", split="train")], {"eval-0001"})
+    Traceback (most recent call last):
+    ...
+    library.rsft.LeakageError: evaluation questions in a training phase: ['eval-0001-shuf']
+    """
+    forbidden = {_base_id(i) for i in forbidden_ids}
+    bad = [q.id for q in questions if q.split in EVAL_SPLITS or _base_id(q.id) in forbidden]
+    if bad:
+        raise LeakageError(f"evaluation questions in a training phase: {bad[:10]}")
+
+
+def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str, n: int, seed: int,
+                   exclude: Iterable[str] = ()) -> list[Any]:
+    """The RSFT prompt set: ``easy`` draws from train (1-3 hops), ``hard`` from train_hard (4-5 hops),
+    ``mix`` half from each. Seeded and order-independent of Python's hash seed.
+
+    >>> from types import SimpleNamespace as Q
+    >>> easy = [Q(id=f"t{i}", split="train") for i in range(10)]
+    >>> hard = [Q(id=f"h{i}", split="train_hard") for i in range(10)]
+    >>> [q.split for q in select_prompts(easy, hard, "mix", 4, 0)].count("train_hard")
+    2
+    """
+    excluded = set(exclude)
+    pools = {"easy": [list(train)], "hard": [list(hard)], "mix": [list(train), list(hard)]}[distribution]
+    rng = random.Random(f"{seed}:rsft:{distribution}")
+    shares = [n // len(pools) + (1 if i < n % len(pools) else 0) for i in range(len(pools))]
+    chosen: list[Any] = []
+    for pool, share in zip(pools, shares):
+        pool = sorted((q for q in pool if q.id not in excluded), key=lambda q: q.id)
+        if share > len(pool):
+            raise ValueError(f"RSFT wants {share} prompts from a pool of {len(pool)}")
+        chosen += rng.sample(pool, share)
+    return chosen
+
+
+def clean_completion(text: str) -> str:
+    """Cut a sampled completion after its ANSWER line, so RSFT never trains on trailing rambling.
+
+    >>> clean_completion("TRACE: a leads to b.\\nANSWER: B\\nand more")
+    'TRACE: a leads to b.\\nANSWER: B'
+    """
+    lines = text.strip().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().upper().startswith("ANSWER:"):
+            return "\n".join(lines[: i + 1]).strip()
+    return text.strip()
+
+
+def _trace_len(parsed: Any) -> int:
+    return len(getattr(parsed, "trace_text", "") or "")
+
+
+def rank_key(parsed: Any, reward: Any) -> tuple:
+    """Sort key, larger is better: total, then correctness, then coverage, then shorter trace."""
+    return (float(reward.total), float(reward.correctness), float(reward.path_coverage), -_trace_len(parsed))
+
+
+def is_correct(question: Any, parsed: Any) -> bool:
+    return bool(parsed.valid_format) and parsed.answer == question.answer_star
+
+
+@dataclass
+class RSFTResult:
+    n_prompts: int
+    n_samples: int
+    n_winners: int
+    n_dropped_wrong: int
+    winner_ids: list[str]
+    sample_accuracy: float
+    train: Any = None  # LoraTrainResult
+    seconds_sampling: float = 0.0
+    seconds_training: float = 0.0
+    reused_rollouts: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _rollout_episode(question: Any, completion: str, parsed: Any, reward: Any, sample_idx: int,
+                     selected: bool) -> dict[str, Any]:
+    return {
+        "phase": "rsft", "step": 0, "ex_id": question.id, "split": question.split,
+        "prompt": question.prompt, "completion": completion,
+        "parsed": parsed.model_dump(mode="json"), "reward": reward.model_dump(mode="json"),
+        "hop_len": question.hop_len, "answer_star": question.answer_star,
+        "sample_idx": sample_idx, "kind": ROLLOUT_KIND, "selected": selected,
+    }
+
+
+def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model) -> tuple[list[dict], list[tuple[Any, str]]]:
+    """Score every sample; return (episodes, winners as (question, completion)).
+
+    A winner is the best-ranked sample of its prompt, and only if it is correct.
+    """
+    episodes, winners = [], []
+    for q, samples in zip(questions, completions):
+        scored = [(reward_model.score(q, c), c) for c in samples]
+        best = max(range(len(scored)), key=lambda i: rank_key(*scored[i][0])) if scored else None
+        keep = best is not None and is_correct(q, scored[best][0][0])
+        for i, ((parsed, reward), c) in enumerate(scored):
+            episodes.append(_rollout_episode(q, c, parsed, reward, i, selected=keep and i == best))
+        if keep:
+            winners.append((q, scored[best][1]))
+    return episodes, winners
+
+
+def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int) -> list[list[str]]:
+    """K sampled completions per question from the current adapter (grouped per question)."""
+    from library.generate import generate
+
+    k = settings.k_samples
+    flat = generate(
+        model, tokenizer, [q.prompt for q in questions],
+        max_new_tokens=settings.max_new_tokens, do_sample=True,
+        temperature=settings.temperature, top_p=settings.top_p,
+        num_return_sequences=k, batch_size=settings.gen_batch_size, seed=seed,
+    )
+    flat = [getattr(x, "text", x) for x in flat]
+    if flat and isinstance(flat[0], (list, tuple)):
+        return [list(x) for x in flat]
+    if len(flat) != k * len(questions):
+        raise RuntimeError(f"expected {k * len(questions)} samples, got {len(flat)}")
+    return [list(flat[i * k:(i + 1) * k]) for i in range(len(questions))]
+
+
+def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
+             ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
+             resume: bool = True, callbacks: list | None = None):
+    """Phase 3 on ``model`` (a PeftModel whose "default" adapter is the trainable SFT adapter).
+
+    Rollouts are written to the run's episodes once and marked done (``<ckpt_dir>/rollouts.done``);
+    a resumed run rebuilds the winners from those episodes instead of sampling again, so a
+    kill during training never logs a second, different set of samples.
+    """
+    from library.runs import RunDir
+    from library.sft import sft_rows, train_lora
+
+    questions = list(questions)
+    assert_training_only(questions, forbidden_ids)
+    by_id = {q.id: q for q in questions}
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    done = ckpt_dir / ROLLOUTS_DONE
+    run = run if isinstance(run, RunDir) else RunDir(run)
+
+    t0 = time.perf_counter()
+    reused = False
+    if resume and done.exists():
+        episodes = [ep for ep in run.iter_episodes(phase="rsft") if getattr(ep, "kind", None) == ROLLOUT_KIND]
+        winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if getattr(ep, "selected", False)]
+        episodes = [ep.model_dump(mode="json") for ep in episodes]
+        reused = True
+    else:
+        # Anything of this phase already in the log is from an interrupted attempt: start clean.
+        run.drop_episodes("rsft")
+        model.eval()
+        completions = sample_completions(model, tokenizer, questions, settings, seed)
+        episodes, winners = score_and_select(questions, completions, reward_model)
+        run.append_episodes(episodes)
+        done.write_text(f"{len(episodes)}\n", encoding="utf-8")
+    t_sample = time.perf_counter() - t0
+
+    n_samples = len(episodes)
+    n_correct = sum(1 for ep in episodes if ep["parsed"]["valid_format"] and ep["parsed"]["answer"] == ep["answer_star"])
+    winner_qs = [q for q, _ in winners]
+    assert_training_only(winner_qs, forbidden_ids)  # belt and braces: what we train on, not just what we sampled
+    result = RSFTResult(
+        n_prompts=len(questions), n_samples=n_samples, n_winners=len(winners),
+        n_dropped_wrong=len(questions) - len(winners), winner_ids=[q.id for q in winner_qs],
+        sample_accuracy=n_correct / n_samples if n_samples else 0.0,
+        seconds_sampling=t_sample, reused_rollouts=reused,
+    )
+    if not winners:
+        # Nothing correct to learn from: the adapter stays the SFT one (saved as this phase's result).
+        from library.sft import save_adapter
+
+        save_adapter(model, Path(adapter_dir))
+        result.extra["skipped_training"] = "no correct samples"
+        return model, result
+
+    rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))
+    t1 = time.perf_counter()
+    model, train = train_lora(
+        model, tokenizer, rows, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
+        learning_rate=settings.learning_rate, max_steps=settings.max_steps, batch_size=settings.batch_size,
+        max_length=settings.max_length, seed=seed, save_steps=settings.save_steps, resume=resume,
+        callbacks=callbacks,
+    )
+    result.train = train
+    result.seconds_training = time.perf_counter() - t1
+    return model, result

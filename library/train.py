@@ -1,0 +1,488 @@
+"""Orchestration: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
+
+``run_training(config, run_dir)`` is what ``kgr train`` calls. The run folder gets:
+
+- ``meta.json``: every setting (the whole TrainConfig), seed, data sha256 hashes, library and
+  package versions, platform, model info, reward configs, which questions each phase may use
+  (the GRPO pool ids, counts), and ``phases_completed`` (resume state).
+- ``metrics.json``: per split and phase (``eval``, ``eval_shuffled``, ``train_sample``), curves
+  per phase, ``timings`` per phase (training and eval separately), ``resources`` (peak RSS),
+  and ``distribution`` when that experiment runs.
+- ``episodes.jsonl``: every eval completion and every RSFT/GRPO rollout.
+- ``adapters/<phase>/`` and ``checkpoints/<phase>/`` (git-ignored): the LoRA adapters and the
+  trainer checkpoints that make a killed run resumable.
+
+Resume: a phase is listed in ``phases_completed`` only once its training *and* its eval are
+done. On ``--resume`` completed phases are skipped; the first incomplete one is redone from
+its newest checkpoint, and the episodes it had logged are cut back to what the checkpoint
+covers (eval episodes of an unfinished phase are always redone), so no episode is duplicated.
+
+Data discipline: SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL
+set); RSFT samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool.
+Every training phase asserts that no eval or eval_shuffled id reaches it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import random
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rich.console import Console
+
+from library.config import TrainConfig
+from library.runs import RunDir
+
+EVAL_SPLIT_KEYS = ("eval", "eval_shuffled", "train_sample")
+#: metrics.json split key -> the Episode.split its episodes carry
+EPISODE_SPLIT = {"eval": "eval", "eval_shuffled": "eval_shuffled", "train_sample": "train"}
+TRAINED_MARKER = "trained.json"
+
+
+class ResumeError(RuntimeError):
+    """The run folder exists but cannot be resumed with this config (or resume was not asked for)."""
+
+
+# ----------------------------------------------------------------------------- data
+@dataclass
+class DataBundle:
+    train: list
+    eval: list
+    train_hard: list
+    eval_shuffled: list
+    kg: Any
+    hashes: dict[str, str]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_data(config: TrainConfig) -> DataBundle:
+    from library.contracts import Question
+    from library.jsonl import read_jsonl
+    from library.kg import load_kg
+    from library.questions import SPLIT_FILES
+
+    data_dir = Path(config.data_dir)
+    splits = {}
+    hashes = {}
+    for name, filename in SPLIT_FILES.items():
+        path = data_dir / filename
+        splits[name] = read_jsonl(path, Question)
+        hashes[filename] = _sha256(path)
+    hashes[Path(config.kg_path).name] = _sha256(Path(config.kg_path))
+    return DataBundle(kg=load_kg(config.kg_path), hashes=hashes, **splits)
+
+
+def select_balanced(questions: Sequence[Any], n: int, seed: str) -> list:
+    """``n`` questions spread evenly over hop lengths (leftovers to the shortest hops), seeded.
+
+    Deterministic for a seed string (``random.Random`` hashes strings with SHA-512) and
+    independent of the input order; the result is sorted by id.
+
+    >>> from types import SimpleNamespace as Q
+    >>> qs = [Q(id=f"q{i}", hop_len=4 + i % 2) for i in range(10)]
+    >>> sorted({q.hop_len: 0 for q in select_balanced(qs, 4, "s")})
+    [4, 5]
+    >>> [q.hop_len for q in select_balanced(qs, 4, "s")].count(4)
+    2
+    """
+    by_hop: dict[int, list] = {}
+    for q in sorted(questions, key=lambda q: q.id):
+        by_hop.setdefault(q.hop_len, []).append(q)
+    if n >= len(questions):
+        return sorted(questions, key=lambda q: q.id)
+    rng = random.Random(seed)
+    hops = sorted(by_hop)
+    want = {h: 0 for h in hops}
+    remaining = n
+    # round-robin so that a hop with too few questions hands its share to the others
+    while remaining:
+        progressed = False
+        for h in hops:
+            if remaining and want[h] < len(by_hop[h]):
+                want[h] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            break
+    chosen = []
+    for h in hops:
+        chosen += rng.sample(by_hop[h], want[h])
+    return sorted(chosen, key=lambda q: q.id)
+
+
+@dataclass
+class Selection:
+    sft: list
+    grpo_pool: list
+    rsft_prompts: list
+    eval: list
+    eval_shuffled: list
+    train_sample: list
+    forbidden_ids: set[str] = field(default_factory=set)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sft": {"source": "train.jsonl", "n": len(self.sft), "excludes": "grpo_pool"},
+            "grpo_pool": {"source": "train.jsonl", "n": len(self.grpo_pool), "ids": [q.id for q in self.grpo_pool]},
+            "rsft_prompts": {"n": len(self.rsft_prompts),
+                             "splits": sorted({q.split for q in self.rsft_prompts})},
+            "eval": {"n": len(self.eval), "ids": [q.id for q in self.eval]},
+            "eval_shuffled": {"n": len(self.eval_shuffled)},
+            "train_sample": {"n": len(self.train_sample), "ids": [q.id for q in self.train_sample]},
+        }
+
+
+def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
+    from library.rsft import assert_training_only, select_prompts
+
+    seed = config.seed
+    eval_sub = select_balanced(data.eval, config.eval.n_eval, f"{seed}:eval")
+    shuffled_by_source = {q.meta.get("shuffled_from", q.id.removesuffix("-shuf")): q for q in data.eval_shuffled}
+    eval_shuf = [shuffled_by_source[q.id] for q in eval_sub if q.id in shuffled_by_source] if config.eval.shuffled else []
+    grpo_pool = select_balanced(data.train, config.grpo.n_prompts, f"{seed}:grpo") if config.grpo.enabled else []
+    grpo_ids = {q.id for q in grpo_pool}
+    sft = [q for q in data.train if q.id not in grpo_ids]
+    train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
+    rsft_prompts = (select_prompts(sft, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
+                    if config.rsft.enabled else [])
+    forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
+    for qs in (sft, grpo_pool, rsft_prompts):
+        assert_training_only(qs, forbidden)
+    return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
+                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden)
+
+
+# ----------------------------------------------------------------------------- meta
+def _versions() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "peft", "trl", "accelerate", "datasets"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def platform_info(threads: int | None) -> dict[str, Any]:
+    import os
+
+    import torch
+
+    info = _versions()
+    info.update({
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "requested_threads": threads,
+        "cuda": torch.cuda.is_available(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    })
+    return info
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024, 1)
+
+
+def build_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, model_info: dict[str, Any]) -> dict[str, Any]:
+    from library import __version__
+    from library.reward import RewardConfig
+
+    return {
+        "run_id": run.run_id,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": config.profile,
+        "model": model_info,
+        "seed": config.seed,
+        "hyperparameters": {
+            "sft": config.sft.model_dump(mode="json"),
+            "rsft": config.rsft.model_dump(mode="json"),
+            "grpo": config.grpo.model_dump(mode="json"),
+            "eval": config.eval.model_dump(mode="json"),
+            "distribution": config.distribution.model_dump(mode="json"),
+        },
+        "config": config.to_meta(),
+        "reward": {
+            "preset": config.grpo.reward_preset,
+            "eval": RewardConfig.preset_named(config.eval.reward_preset).as_dict(),
+            "rsft": RewardConfig.preset_named(config.rsft.reward_preset).as_dict(),
+            "grpo": RewardConfig.preset_named(config.grpo.reward_preset).as_dict(),
+        },
+        "library_version": __version__,
+        "data": data.hashes,
+        "platform": platform_info(config.threads),
+        "selection": selection.summary(),
+        "phases": config.phases(),
+        "phases_completed": [],
+        "status": "running",
+    }
+
+
+# ----------------------------------------------------------------------------- eval
+def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_model, run: RunDir,
+                   config: TrainConfig, console: Console) -> dict[str, dict[str, Any]]:
+    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample.
+
+    Returns ``{split_key: metrics block}``; the episodes go to the run's episodes.jsonl.
+    """
+    from library.evaluate import evaluate
+
+    blocks = {}
+    for key, questions in (("eval", selection.eval), ("eval_shuffled", selection.eval_shuffled),
+                           ("train_sample", selection.train_sample)):
+        if not questions:
+            continue
+        t0 = time.perf_counter()
+        blocks[key] = evaluate(
+            model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
+            batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+        )
+        acc = blocks[key].get("accuracy")
+        console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
+    return blocks
+
+
+# ----------------------------------------------------------------------------- the run
+def _drop_phase_episodes(run: RunDir, phase: str, keep_rollouts: bool) -> int:
+    """Cut what an unfinished phase logged: its eval episodes always; its rollouts unless kept
+    (RSFT and GRPO decide themselves which rollouts their checkpoints still cover)."""
+    from library.grpo import filter_episodes
+    from library.rsft import ROLLOUT_KIND
+
+    def keep(ep: dict[str, Any]) -> bool:
+        if ep.get("phase") != phase:
+            return True
+        return keep_rollouts and ep.get("kind") == ROLLOUT_KIND
+
+    return filter_episodes(run, keep)
+
+
+def _trained(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
+    marker = ckpt_dir / TRAINED_MARKER
+    if marker.exists() and (adapter_dir / "adapter_config.json").exists():
+        return json.loads(marker.read_text(encoding="utf-8"))
+    return None
+
+
+def _mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
+    from library.jsonl import atomic_write_json
+
+    atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
+
+
+def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
+                 console: Console | None = None, stop_after: str | None = None) -> RunDir:
+    """Run (or resume) every phase of ``config`` into ``run_dir``; return the RunDir.
+
+    ``stop_after`` ends the run after that phase completes (tests use it to simulate a kill
+    between phases; a real kill mid-phase is handled by the checkpoints).
+    """
+    import torch
+    from transformers import set_seed
+
+    from library.grpo import run_grpo
+    from library.model import load_model, model_info
+    from library.reward import RewardConfig, RewardModel
+    from library.rsft import run_rsft
+    from library.sft import load_adapter, run_sft
+
+    console = console or Console(stderr=True)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
+    fresh = not (run_dir / "meta.json").exists()
+    if not fresh and not resume:
+        raise ResumeError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run")
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    t_start = time.perf_counter()
+    data = load_data(config)
+    selection = make_selection(config, data)
+    model, tokenizer = load_model(config.model)
+    base_info = model_info(model)
+
+    if fresh:
+        meta = build_meta(config, run, data, selection, base_info)
+        run.write_meta(meta)
+    else:
+        meta = run.read_meta()
+        if meta.get("config") != config.to_meta():
+            raise ResumeError(f"{run_dir} was started with different settings; resume needs the same profile and model")
+        if meta.get("data") != data.hashes:
+            raise ResumeError(f"the data files changed since {run_dir} was started (sha256 differs)")
+        meta["status"] = "running"
+        meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        run.write_meta(meta)
+    completed: list[str] = list(meta.get("phases_completed", []))
+    metrics = run.read_metrics()
+    for key in ("curves", "timings", "resources"):
+        metrics.setdefault(key, {})
+
+    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(config.eval.reward_preset))
+    ckpt_root, adapter_root = run_dir / "checkpoints", run_dir / "adapters"
+    console.print(f"[bold]kgr train[/] profile={config.profile} model={config.model} run={run_dir} "
+                  f"phases={' -> '.join(config.phases())}"
+                  + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
+
+    def finish_phase(phase: str, blocks: dict[str, dict[str, Any]]) -> None:
+        for key, block in blocks.items():
+            metrics.setdefault(key, {})[phase] = block
+        metrics["resources"]["peak_rss_mb"] = peak_rss_mb()
+        metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
+        run.write_metrics(metrics)
+        completed.append(phase)
+        meta["phases_completed"] = list(completed)
+        run.write_meta(meta)
+
+    base = model
+    for phase in config.phases():
+        if phase in completed:
+            continue
+        console.rule(f"[bold]{phase}")
+        set_seed(config.seed)
+        ckpt_dir, adapter_dir = ckpt_root / phase, adapter_root / phase
+        phase_model = base
+        t0 = time.perf_counter()
+        if phase == "base":
+            _drop_phase_episodes(run, phase, keep_rollouts=False)
+        else:
+            _drop_phase_episodes(run, phase, keep_rollouts=phase in ("rsft", "grpo"))
+            info = _trained(ckpt_dir, adapter_dir)
+            if info is not None:
+                console.print(f"  training of {phase} already finished; re-running its eval only")
+                phase_model = load_adapter(base, adapter_dir, trainable=False)
+            elif phase == "sft":
+                phase_model, res = run_sft(base, tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir,
+                                           adapter_dir=adapter_dir, seed=config.seed, resume=True)
+                info = {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
+                        "seconds": res.seconds, "resumed_from": res.resumed_from,
+                        "trainable_params": res.trainable_params, "total_params": res.total_params}
+            elif phase == "rsft":
+                start = load_adapter(base, adapter_root / "sft", trainable=True)
+                reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
+                phase_model, res = run_rsft(start, tokenizer, selection.rsft_prompts, config.rsft, reward, run,
+                                            ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
+                                            forbidden_ids=selection.forbidden_ids, resume=True)
+                info = {"n_prompts": res.n_prompts, "n_samples": res.n_samples, "n_winners": res.n_winners,
+                        "n_dropped_wrong": res.n_dropped_wrong, "sample_accuracy": res.sample_accuracy,
+                        "seconds_sampling": res.seconds_sampling, "seconds_training": res.seconds_training,
+                        "reused_rollouts": res.reused_rollouts, "distribution": config.rsft.distribution,
+                        "curve": res.train.curve if res.train else [], "steps": res.train.steps if res.train else 0,
+                        **res.extra}
+            elif phase == "grpo":
+                start = load_adapter(base, adapter_root / config.grpo.init_from, trainable=True)
+                reward = RewardModel(data.kg, RewardConfig.preset_named(config.grpo.reward_preset))
+                phase_model, res = run_grpo(start, tokenizer, selection.grpo_pool, config.grpo, reward, run,
+                                            ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
+                                            forbidden_ids=selection.forbidden_ids, resume=True)
+                info = {"steps": res.steps, "n_prompts": res.n_prompts, "n_episodes": res.n_episodes,
+                        "curve": res.curve, "seconds": res.seconds, "resumed_from": res.resumed_from,
+                        "reward_weights": res.reward_weights}
+            else:  # pragma: no cover - phases() only yields the four above
+                raise ValueError(phase)
+            info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
+            _mark_trained(ckpt_dir, info)
+            metrics["curves"][phase] = info.get("curve", [])
+            metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
+            metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items() if k != "curve"}
+            console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
+
+        t1 = time.perf_counter()
+        phase_model.eval()
+        blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
+        metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
+        if phase_model is not base:
+            base = phase_model.unload()  # drop the LoRA layers (unmerged): the next phase loads its own adapter
+        finish_phase(phase, blocks)
+        if stop_after == phase:
+            meta["status"] = f"stopped after {phase}"
+            run.write_meta(meta)
+            return run
+
+    if config.distribution.enabled and "distribution" not in completed:
+        metrics["distribution"] = run_distribution(base, tokenizer, config, data, selection, run, console)
+        run.write_metrics(metrics)
+        completed.append("distribution")
+        meta["phases_completed"] = list(completed)
+
+    metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
+    metrics["resources"]["peak_rss_mb"] = peak_rss_mb()
+    run.write_metrics(metrics)
+    meta["status"] = "complete"
+    meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    meta["wall_seconds_this_process"] = round(time.perf_counter() - t_start, 2)
+    run.write_meta(meta)
+    console.print(f"[bold green]done[/] in {time.perf_counter() - t_start:.0f}s; peak RSS {peak_rss_mb():.0f} MB")
+    return run
+
+
+# ----------------------------------------------------------------------------- distribution
+def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, selection: Selection,
+                     run: RunDir, console: Console) -> dict[str, Any]:
+    """RSFT from the SFT adapter on each training distribution, each evaluated on the same eval subset.
+
+    Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
+    rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
+    """
+    from transformers import set_seed
+
+    from library.evaluate import evaluate
+    from library.reward import RewardConfig, RewardModel
+    from library.rsft import select_prompts, run_rsft
+    from library.sft import load_adapter
+
+    out: dict[str, Any] = {}
+    eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
+    reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
+    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(config.eval.reward_preset))
+    grpo_ids = {q.id for q in selection.grpo_pool}
+    for cond in config.distribution.conditions:
+        console.rule(f"[bold]distribution: RSFT on {cond}")
+        set_seed(config.seed)
+        sub = RunDir(run.path / "distribution" / cond)
+        sub.path.mkdir(parents=True, exist_ok=True)
+        settings = config.rsft.model_copy(update={"distribution": cond})
+        prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed, exclude=grpo_ids)
+        t0 = time.perf_counter()
+        start = load_adapter(base, run.path / "adapters" / "sft", trainable=True)
+        model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
+                              ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
+                              adapter_dir=run.path / "adapters" / "distribution" / cond,
+                              seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
+        sub.drop_episodes("sft")  # the eval below is logged under the rsft phase; keep it unique on rerun
+        from library.grpo import filter_episodes
+        from library.rsft import ROLLOUT_KIND
+
+        filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+        model.eval()
+        block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens)
+        base = model.unload()
+        train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
+        out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
+        out[cond].update({"by_hop": block.get("by_hop", {}), "train_split": train_split,
+                          "n_winners": res.n_winners, "n_prompts": res.n_prompts,
+                          "seconds": round(time.perf_counter() - t0, 2)})
+    return out

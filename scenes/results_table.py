@@ -1,0 +1,88 @@
+"""Results table: a grid of pre-formatted Text cells, bold header, one highlighted row.
+
+Column widths follow the content of each column (measured at the body size), then every
+cell is fitted into its column; rows appear top to bottom and the highlighted row's band
+and accent outline arrive last.
+"""
+
+from __future__ import annotations
+
+from manim import Create, FadeIn, LaggedStart, Line, Rectangle, VGroup
+
+from scenes.payloads import ResultsTablePayload
+from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text
+
+
+class ResultsTableScene(ClipScene):
+    """See the module docstring."""
+
+    payload: ResultsTablePayload
+
+    def beats(self) -> list[Beat]:
+        p, L = self.payload, self.L
+        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
+        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
+        ncol, nrow = len(p.columns), len(p.rows) + 1
+        avail_h = L.content.height - (note.height + 0.2 if note else 0)
+        row_h = min(0.75 if L.portrait else 0.7, avail_h / nrow)
+        # Many columns in portrait get a smaller font rather than unreadable truncation.
+        size = L.body_size if ncol <= 3 else L.small_size
+        size = min(size, row_h / 0.03)
+        # Column widths proportional to the longest cell (header bold) with a floor.
+        want = []
+        for c in range(ncol):
+            # The header may wrap at spaces, so only its longest word sets a floor; body cells
+            # (numbers, short names) should stay on one line.
+            longest = max([len(w) * 1.07 for w in p.columns[c].split()] + [len(r[c]) for r in p.rows])
+            want.append(max(3, longest) * CHAR_W * size + 0.3)
+        scale = L.content.width / sum(want)
+        widths = [w * scale for w in want]
+        top = L.content.top
+        x0 = L.content.left
+        header, body_rows = VGroup(), []
+        for r in range(nrow):
+            y = top - row_h * (r + 0.5)
+            cells = VGroup()
+            x = x0
+            for c in range(ncol):
+                text = p.columns[c] if r == 0 else p.rows[r - 1][c]
+                cell = fit_text(text, size, widths[c] - 0.16, 2 if row_h > 0.6 else 1,
+                                color=PATH if r == 0 else TEXT, bold=(r == 0))
+                if cell.height > row_h * 0.9:
+                    cell.scale_to_fit_height(row_h * 0.9)
+                cell.move_to((x + widths[c] / 2, y, 0))
+                cells.add(cell)
+                x += widths[c]
+            if r == 0:
+                header = cells
+            else:
+                body_rows.append(cells)
+        width = sum(widths)
+        rules = VGroup(*[
+            Line((x0, top - row_h * k, 0), (x0 + width, top - row_h * k, 0),
+                 color=PATH if k == 1 else GRID, stroke_width=4 if k == 1 else 2)
+            for k in range(1, nrow + 1)
+        ])
+        beats = [
+            Beat([FadeIn(title), FadeIn(header), Create(rules)], 0.8),
+            Beat([LaggedStart(*[FadeIn(r) for r in body_rows], lag_ratio=0.4)], 0.3 * len(body_rows) + 0.5),
+        ]
+        if p.highlight_row is not None:
+            k = p.highlight_row + 1
+            band = Rectangle(width=width, height=row_h, stroke_color=PATH, stroke_width=5,
+                             fill_color=HIGHLIGHT, fill_opacity=1.0)
+            band.move_to((x0 + width / 2, top - row_h * (k + 0.5), 0))
+            row = body_rows[p.highlight_row]
+            # The band goes behind the row's text; the row is re-added on top of it.
+            beats.append(Beat(lambda band=band, row=row: self._highlight(band, row), 0.7))
+        if note is not None:
+            note.move_to((L.content.cx, top - row_h * nrow - 0.2 - note.height / 2, 0))
+            beats.append(Beat([FadeIn(note)], 0.5))
+        return beats
+
+    def _highlight(self, band, row):
+        self.add(band)
+        self.bring_to_front(row)
+        band.set_opacity(0)
+        return [band.animate.set_fill(HIGHLIGHT, opacity=1.0).set_stroke(PATH, width=5, opacity=1.0)]

@@ -1,0 +1,360 @@
+"""Storyboards: a YAML file that lists the shots of a video, validated with pydantic.
+
+A storyboard never holds a number: its text fields are jinja2 templates rendered over the run
+data (``metrics``, ``meta``, ``run_id``, the shot's ``episode``/``question``), so every figure
+on screen is traceable to a run's logs. ``storyboards/README.md`` documents the format.
+
+Errors name the file, the line and the problem. PyYAML's ``compose`` keeps the start mark of
+every node, so we build plain Python values from the node tree while recording the line of
+each mapping key and sequence item (``LineMap``); pydantic's error location is then walked
+back through that map to the closest line.
+
+>>> sb = loads_storyboard('''
+... title: Demo
+... format: short
+... shots:
+...   - scene: title
+...     params: {title: "{{ run_id }}"}
+...     duration: 3
+... ''', "demo.yaml")
+>>> sb.size, sb.shots[0].line
+((1080, 1920), 5)
+>>> render_text("{{ 0.4123 | pct }} {{ [0.35, 0.46] | ci }} {{ 0.05 | signed }}", {}, where="x")
+'41% 95% CI 35–46% +0.05'
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from library.errors import DataFileError
+from scenes.payloads import PAYLOAD_MODELS
+
+FORMATS: dict[str, tuple[int, int]] = {"short": (1080, 1920), "explainer": (1920, 1080)}
+FPS = 30
+#: A YouTube Short is at most 60 s; checked before any rendering.
+SHORT_MAX_SECONDS = 60.0
+#: Crossfade between consecutive shots; shots overlap by this much in the final video.
+XFADE_SECONDS = 0.3
+#: ``duration: narration`` = narration length + this padding (a breath before the cut).
+NARRATION_PAD_SECONDS = 0.4
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+class LineMap:
+    """Line numbers (1-based) of every mapping key / sequence item of a loaded YAML tree.
+
+    ``lines[path]`` is the line where the value at ``path`` (a tuple of keys and indices)
+    starts; ``line_of(path)`` falls back to the closest ancestor that has one.
+    """
+
+    def __init__(self) -> None:
+        self.lines: dict[tuple, int] = {}
+
+    def line_of(self, path: tuple) -> int | None:
+        path = tuple(path)
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+
+def _construct(node: yaml.Node, path: tuple, lines: LineMap, source: str) -> Any:
+    lines.lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = _scalar(key_node)
+            if key in out:
+                raise DataFileError(source, f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
+            lines.lines[path + (key,)] = key_node.start_mark.line + 1
+            out[key] = _construct(value_node, path + (key,), lines, source)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for i, item in enumerate(node.value):
+            lines.lines[path + (i,)] = item.start_mark.line + 1
+            items.append(_construct(item, path + (i,), lines, source))
+        return items
+    return _scalar(node)
+
+
+def _scalar(node: yaml.Node) -> Any:
+    # Resolve one scalar exactly as SafeLoader would (ints, floats, bools, null, strings).
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(None, None, "mapping keys must be scalars", node.start_mark)
+    return yaml.SafeLoader("").construct_object(node, deep=True)
+
+
+def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, LineMap]:
+    """Parse YAML into plain values plus a LineMap; syntax errors become DataFileError."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise DataFileError(source, f"invalid YAML: {getattr(exc, 'problem', None) or exc}", line=line) from None
+    lines = LineMap()
+    if node is None:
+        return None, lines
+    try:
+        return _construct(node, (), lines, str(source)), lines
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataFileError(source, f"invalid YAML: {exc}", line=mark.line + 1 if mark else None) from None
+
+
+# --------------------------------------------------------------------------- schema
+
+
+class Voice(BaseModel):
+    """Narration voice: ``espeak-ng`` (default, Debian package) or ``piper`` (optional extra)."""
+
+    model_config = ConfigDict(extra="forbid")
+    engine: Literal["espeak-ng", "piper"] = "espeak-ng"
+    voice: str | None = None  # espeak-ng voice name (default en-us); ignored by piper
+    speed: int = Field(default=160, ge=80, le=400)  # espeak-ng words per minute
+
+
+class Shot(BaseModel):
+    """One shot: a scene type, its params, a duration, narration and caption templates."""
+
+    model_config = ConfigDict(extra="forbid")
+    scene: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    duration: float | Literal["narration"]
+    narration: str = ""
+    caption: str = ""
+    #: optional jinja expression; the shot is left out when it is false (e.g. a section of
+    #: metrics.json that only some runs have: ``when: metrics.distribution is defined``)
+    when: str | None = None
+    line: int = 0  # filled by the loader: where the shot starts in the file
+
+    @field_validator("scene")
+    @classmethod
+    def _known_scene(cls, v: str) -> str:
+        if v not in PAYLOAD_MODELS:
+            raise ValueError(f"unknown scene type {v!r}; known: {', '.join(sorted(PAYLOAD_MODELS))}")
+        return v
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, v: float | str) -> float | str:
+        if isinstance(v, (int, float)) and not (0 < v <= 600 and math.isfinite(v)):
+            raise ValueError(f"duration must be in (0, 600] seconds, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _narration_needed(self) -> "Shot":
+        if self.duration == "narration" and not self.narration.strip():
+            raise ValueError("duration: narration needs a narration text")
+        return self
+
+
+class Storyboard(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    format: Literal["short", "explainer"]
+    run: str = "data/runs/reference"
+    kg: str | None = None
+    questions: str | None = None
+    voice: Voice = Field(default_factory=Voice)
+    #: named episode selections shared by several shots (``params: {episode: hero}``)
+    episodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    shots: list[Shot] = Field(min_length=1)
+    # filled by the loader
+    source: str = ""
+    lines: Any = Field(default=None, exclude=True)
+
+    @property
+    def name(self) -> str:
+        return Path(self.source).stem if self.source else "storyboard"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return FORMATS[self.format]
+
+    def fail(self, path: tuple, message: str) -> DataFileError:
+        """A DataFileError at the line of ``path`` (e.g. ``("shots", 2, "params")``)."""
+        line = self.lines.line_of(path) if self.lines is not None else None
+        return DataFileError(self.source, message, line=line)
+
+    def check_short_length(self, durations: list[float]) -> None:
+        """Fail (naming the shot that crosses the limit) if a Short would exceed 60 s."""
+        if self.format != "short":
+            return
+        total = 0.0
+        for i, d in enumerate(durations):
+            total += d - (XFADE_SECONDS if i else 0.0)
+            if total > SHORT_MAX_SECONDS + 1e-6:
+                full = sum(durations) - XFADE_SECONDS * (len(durations) - 1)
+                raise self.fail(("shots", i), f"a Short must be at most {SHORT_MAX_SECONDS:g} s; "
+                                              f"it reaches {full:.1f} s (the limit is crossed at shot {i + 1})")
+
+
+def _pydantic_error(exc: ValidationError, source: str, lines: LineMap) -> DataFileError:
+    errors = exc.errors()
+    # a misspelt key also shows up as "field required" for the right name; the typo is the
+    # more useful message, so unknown-key errors go first
+    err = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")[0]
+    loc = tuple(p for p in err["loc"] if not isinstance(p, str) or not p.startswith("function-"))
+    # pydantic adds union-branch names ('float', 'literal[...]') to loc; drop those that are
+    # not real keys so the line lookup lands on the field itself.
+    real: list = []
+    for p in loc:
+        if (tuple(real) + (p,)) in lines.lines or isinstance(p, int):
+            real.append(p)
+        else:
+            break
+    where = ".".join(str(p) for p in loc[: len(real) + 1]) or "<top level>"
+    msg = err["msg"].removeprefix("Value error, ")
+    return DataFileError(source, f"{where}: {msg}", line=lines.line_of(tuple(real)))
+
+
+def loads_storyboard(text: str, source: str | Path = "<storyboard>") -> Storyboard:
+    source = str(source)
+    obj, lines = load_yaml_with_lines(text, source)
+    if not isinstance(obj, dict):
+        raise DataFileError(source, "a storyboard must be a YAML mapping (title, format, run, shots)", line=1)
+    try:
+        sb = Storyboard.model_validate(obj)
+    except ValidationError as exc:
+        raise _pydantic_error(exc, source, lines) from None
+    sb.source = source
+    sb.lines = lines
+    for i, shot in enumerate(sb.shots):
+        shot.line = lines.line_of(("shots", i)) or 0
+    # Static length check: only when every duration is a number (narration-timed shots are
+    # checked again after the narration is synthesised, still before any clip renders).
+    if all(isinstance(s.duration, (int, float)) for s in sb.shots):
+        sb.check_short_length([float(s.duration) for s in sb.shots])
+    # Templates are compiled now so a syntax error fails at load time with its line.
+    for i, shot in enumerate(sb.shots):
+        for key in ("narration", "caption"):
+            _compile(getattr(shot, key), sb, ("shots", i, key))
+        if shot.when is not None:
+            _compile("{{ " + shot.when + " }}", sb, ("shots", i, "when"))
+        _walk_strings(shot.params, lambda s, p, i=i: _compile(s, sb, ("shots", i, "params") + p))
+    return sb
+
+
+def load_storyboard(path: str | Path) -> Storyboard:
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(path, "storyboard file not found")
+    return loads_storyboard(path.read_text(encoding="utf-8"), path)
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def pct(v: float, digits: int = 0) -> str:
+    """0.4123 -> '41%' (``digits`` decimals)."""
+    return f"{float(v) * 100:.{digits}f}%"
+
+
+def pct1(v: float) -> str:
+    return pct(v, 1)
+
+
+def num(v: float, digits: int = 2) -> str:
+    """Integers as integers, other numbers with ``digits`` decimals."""
+    v = float(v)
+    if v.is_integer():
+        return str(int(v))
+    return f"{v:.{digits}f}"
+
+
+def ci(v: list[float] | tuple[float, float], digits: int = 0) -> str:
+    """[0.35, 0.46] -> '95% CI 35–46%' (the interval is a 95% Wilson interval in metrics.json)."""
+    lo, hi = (float(x) * 100 for x in v)
+    return f"95% CI {lo:.{digits}f}–{hi:.{digits}f}%"
+
+
+def signed(v: float, digits: int = 2) -> str:
+    """0.05 -> '+0.05', -0.1 -> '-0.10'."""
+    return f"{float(v):+.{digits}f}"
+
+
+def signed_pct(v: float) -> str:
+    """A difference of two rates in percentage points: 0.3333 -> '+33 pts'."""
+    return f"{float(v) * 100:+.0f} pts"
+
+
+PHASE_LABELS = {"base": "Base", "sft": "SFT", "rsft": "RSFT", "grpo": "GRPO"}
+
+
+def phase_label(v: str) -> str:
+    return PHASE_LABELS.get(str(v), str(v))
+
+
+FILTERS = {"pct": pct, "pct1": pct1, "num": num, "ci": ci, "signed": signed, "signed_pct": signed_pct, "phase": phase_label}
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+_ENV.filters.update(FILTERS)
+
+
+def _compile(text: str, sb: Storyboard | None, path: tuple) -> jinja2.Template:
+    try:
+        return _ENV.from_string(text)
+    except jinja2.TemplateSyntaxError as exc:
+        line = sb.lines.line_of(path) if sb is not None and sb.lines is not None else None
+        # a multi-line template reports its own line; add it to the field's line
+        if line is not None and exc.lineno:
+            line += exc.lineno - 1
+        raise DataFileError(sb.source if sb else "<template>", f"bad template in {_dotted(path)}: {exc.message}", line=line) from None
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def render_text(text: str, context: dict[str, Any], *, where: str, sb: Storyboard | None = None, path: tuple = ()) -> str:
+    """Render one template; undefined names and filter errors become DataFileError at the line."""
+    template = _compile(text, sb, path)
+    try:
+        return " ".join(template.render(**context).split())
+    except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError, KeyError) as exc:
+        if sb is not None:
+            raise sb.fail(path, f"bad template in {where}: {exc}") from None
+        raise DataFileError("<template>", f"bad template in {where}: {exc}") from None
+
+
+def evaluate_when(shot: Shot, context: dict[str, Any], sb: Storyboard, shot_index: int) -> bool:
+    """The truth of a shot's ``when:`` expression (True when it has none)."""
+    if shot.when is None:
+        return True
+    path = ("shots", shot_index, "when")
+    try:
+        return bool(_ENV.compile_expression(shot.when, undefined_to_none=False)(**context))
+    except jinja2.TemplateSyntaxError as exc:
+        raise sb.fail(path, f"bad template in {_dotted(path)}: {exc.message}") from None
+    except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError, KeyError) as exc:
+        raise sb.fail(path, f"bad template in {_dotted(path)}: {exc}") from None
+
+
+def _walk_strings(obj: Any, fn, path: tuple = ()) -> Any:
+    """Apply ``fn(string, path)`` to every string inside dicts/lists; return the new tree."""
+    if isinstance(obj, str):
+        return fn(obj, path)
+    if isinstance(obj, dict):
+        return {k: _walk_strings(v, fn, path + (k,)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_walk_strings(v, fn, path + (i,)) for i, v in enumerate(obj)]
+    return obj
+
+
+def render_params(params: dict[str, Any], context: dict[str, Any], sb: Storyboard, shot_index: int) -> dict[str, Any]:
+    """Render every string value of a shot's params as a template."""
+    base = ("shots", shot_index, "params")
+    return _walk_strings(params, lambda s, p: render_text(s, context, where=_dotted(base + p), sb=sb, path=base + p))

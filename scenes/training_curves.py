@@ -1,0 +1,97 @@
+"""Training curves: hand-built axes (Lines and Text ticks, no LaTeX), series drawn over time.
+
+Axes and tick labels appear first, then dashed vertical phase boundaries with their labels,
+then every series is drawn left to right at once (one Create per polyline), then the legend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from manim import DOWN, LEFT, RIGHT, Create, DashedLine, FadeIn, Line, VGroup, VMobject
+
+from scenes.payloads import TrainingCurvesPayload
+from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks
+
+
+class TrainingCurvesScene(ClipScene):
+    """See the module docstring."""
+
+    payload: TrainingCurvesPayload
+
+    def beats(self) -> list[Beat]:
+        p, L = self.payload, self.L
+        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
+        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        # Legend: one row per series in portrait (long names), a single row in landscape.
+        entries = VGroup()
+        for i, s in enumerate(p.series):
+            sw = Line(ORIGIN3, RIGHT * 0.35, color=SERIES[i % len(SERIES)], stroke_width=8)
+            entries.add(VGroup(sw, fit_text(s.name, L.small_size, L.content.width * 0.8, 1, color=TEXT))
+                        .arrange(RIGHT, buff=0.12))
+        if L.portrait:
+            entries.arrange_in_grid(cols=2 if len(p.series) > 1 else 1, buff=(0.3, 0.1), cell_alignment=LEFT)
+        else:
+            entries.arrange(RIGHT, buff=0.5)
+        if entries.width > L.content.width:
+            entries.scale_to_fit_width(L.content.width)
+        entries.move_to((L.content.cx, L.content.bottom + entries.height / 2, 0))
+
+        ylab = fit_text(p.y_label, L.small_size, L.content.width, 1, color=MUTED)
+        ylab.move_to((L.content.left + ylab.width / 2, L.content.top - ylab.height / 2, 0))
+        xlab = fit_text(p.x_label, L.small_size, L.content.width, 1, color=MUTED)
+        tick_w = 0.62 if L.portrait else 0.95
+        left, right = L.content.left + tick_w, L.content.right - 0.1
+        top = ylab.get_bottom()[1] - 0.35  # room for phase labels above the plot
+        bottom = entries.get_top()[1] + 0.25 + xlab.height + 0.1 + L.tiny_size * 0.016 + 0.1
+        xlab.move_to(((left + right) / 2, entries.get_top()[1] + 0.2 + xlab.height / 2, 0))
+        ylo, yhi = p.y_range
+        xlo, xhi = p.x_range
+
+        def to_xy(x: float, y: float) -> np.ndarray:
+            # Values outside y_range are clamped to the frame so a spike cannot leave the plot.
+            y = min(max(y, ylo), yhi)
+            return np.array((left + (x - xlo) / (xhi - xlo) * (right - left),
+                             bottom + (y - ylo) / (yhi - ylo) * (top - bottom), 0.0))
+
+        axes = VGroup(Line((left, bottom, 0), (right, bottom, 0), color=TEXT, stroke_width=3),
+                      Line((left, bottom, 0), (left, top, 0), color=TEXT, stroke_width=3))
+        for t in nice_ticks(ylo, yhi, 4):
+            if ylo - 1e-9 <= t <= yhi + 1e-9:
+                y = to_xy(xlo, t)[1]
+                axes.add(Line((left, y, 0), (right, y, 0), color=GRID, stroke_width=1.5))
+                axes.add(fit_text(fmt_tick(t), L.tiny_size, tick_w - 0.08, 1, color=MUTED)
+                         .next_to(np.array((left, y, 0.0)), LEFT, buff=0.08))
+        for t in nice_ticks(xlo, xhi, 3 if L.portrait else 5):
+            if xlo - 1e-9 <= t <= xhi + 1e-9:
+                x = to_xy(t, ylo)[0]
+                axes.add(fit_text(fmt_tick(t), L.tiny_size, 1.0, 1, color=MUTED)
+                         .next_to(np.array((x, bottom, 0.0)), DOWN, buff=0.08))
+        phases = VGroup()
+        for b in p.phase_boundaries:
+            x = to_xy(b.x, ylo)[0]
+            phases.add(DashedLine((x, bottom, 0), (x, top + 0.05, 0), color=MUTED, stroke_width=3, dash_length=0.1))
+            lab = fit_text(b.label, L.tiny_size, 1.6, 1, color=TEXT)
+            lab.move_to((min(max(x, L.content.left + lab.width / 2), L.content.right - lab.width / 2),
+                         top + 0.08 + lab.height / 2, 0))
+            phases.add(lab)
+        curves = VGroup()
+        for i, s in enumerate(p.series):
+            pts = [to_xy(x, y) for x, y in s.points]
+            if len(pts) == 1:
+                pts = pts * 2
+            curve = VMobject(stroke_color=SERIES[i % len(SERIES)], stroke_width=6)
+            curve.set_points_as_corners(pts)
+            curves.add(curve)
+        beats = [
+            Beat([FadeIn(title), FadeIn(axes), FadeIn(ylab), FadeIn(xlab)], 0.7),
+        ]
+        if len(phases):
+            beats.append(Beat([FadeIn(phases)], 0.5))
+        beats += [
+            Beat([Create(c) for c in curves], 1.8),
+            Beat([FadeIn(entries)], 0.5),
+        ]
+        return beats
+
+
+ORIGIN3 = np.zeros(3)

@@ -1,0 +1,114 @@
+"""End-to-end builds of the shipped Short at a tiny size (144x256 at 5 fps) over the fixture run.
+
+One module-scoped build renders every clip once (~30-60 s on 2 cores); the other tests reuse
+its cache: a rebuild renders nothing, and editing one episode re-renders only the clip that
+shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from library.kg import KnowledgeGraph
+from scenes.build import build, clip_key
+
+pytestmark = [pytest.mark.video, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[1]
+SHORT = REPO / "storyboards" / "short.yaml"
+TINY = dict(size=(144, 256), fps=5, jobs=2)
+
+
+def streams(path: Path) -> dict[str, dict]:
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,codec_name,pix_fmt",
+                          "-of", "json", str(path)], capture_output=True, text=True, check=True)
+    return {s["codec_type"]: s for s in json.loads(out.stdout)["streams"]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    if shutil.which("ffprobe") is None or shutil.which("espeak-ng") is None:
+        pytest.skip("needs Debian ffmpeg (ffprobe) and espeak-ng")
+    from conftest import TINY_KG
+    from fixture_run import build_fixture_run
+
+    root = tmp_path_factory.mktemp("video")
+    run = build_fixture_run(root / "runs", KnowledgeGraph.from_dict(json.loads(json.dumps(TINY_KG))))
+    (run.path / "kg.json").write_text(json.dumps(TINY_KG))  # the per-run KG override
+    cache = root / "cache"
+    report = build(SHORT, run=run.path, out_dir=root / "out", cache_dir=cache, **TINY)
+    return {"root": root, "run": run.path, "cache": cache, "report": report}
+
+
+def test_short_builds_with_audio(built):
+    r = built["report"]
+    assert r.clips_total == 6 and r.clips_rendered == 6 and r.assembled
+    s = streams(r.output)
+    assert s["video"]["codec_name"] == "h264" and s["video"]["pix_fmt"] == "yuv420p"
+    assert s["audio"]["codec_name"] == "aac"
+    assert 0 < r.video_seconds <= 60
+
+
+def test_second_build_renders_nothing(built):
+    before = built["report"].output.stat().st_mtime_ns
+    r = build(SHORT, run=built["run"], out_dir=built["root"] / "out", cache_dir=built["cache"], **TINY)
+    assert (r.clips_rendered, r.clips_cached, r.assembled) == (0, 6, False)
+    assert r.output.stat().st_mtime_ns == before
+    assert r.seconds < 5
+
+
+def test_changing_one_episode_rerenders_only_its_clips(built, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(built["run"], run)
+    # rewrite the SFT answer of the hero question (eval-0002, the only 5-hop one): only the
+    # before/after shot (shot 4) shows SFT's answer; the KG path and reward shots show GRPO's
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    changed = 0
+    for i, line in enumerate(lines):
+        ep = json.loads(line)
+        if ep["phase"] == "sft" and ep["ex_id"] == "eval-0002" and ep["split"] == "eval":
+            ep["parsed"]["trace_text"] = "NTP drift leads to TLS handshake error."
+            ep["completion"] = "TRACE: NTP drift leads to TLS handshake error.\nANSWER: D"
+            lines[i] = json.dumps(ep)
+            changed += 1
+    assert changed == 1
+    (run / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    r = build(SHORT, run=run, out_dir=tmp_path / "out", cache_dir=built["cache"], **TINY)
+    assert r.rendered_shots == [3]
+    assert (r.clips_rendered, r.clips_cached, r.assembled) == (1, 5, True)
+
+
+def test_clip_key_covers_payload_size_and_duration():
+    base = clip_key("title", {"title": "a"}, 144, 256, 5, 2.0)
+    assert base == clip_key("title", {"title": "a"}, 144, 256, 5, 2.0)
+    assert len({base, clip_key("title", {"title": "b"}, 144, 256, 5, 2.0), clip_key("title", {"title": "a"}, 256, 144, 5, 2.0),
+                clip_key("title", {"title": "a"}, 144, 256, 5, 2.5), clip_key("results_table", {"title": "a"}, 144, 256, 5, 2.0)}) == 5
+
+
+def test_too_long_short_fails_before_rendering(built, tmp_path):
+    # narration-timed shots: the 60 s check runs after synthesis and before any clip renders
+    words = "The graph checks every hop of the answer. " * 12
+    sb = tmp_path / "long.yaml"
+    sb.write_text("title: t\nformat: short\nshots:\n" + "".join(
+        f"  - scene: title\n    params: {{title: x{i}}}\n    duration: narration\n    narration: \"{words}\"\n" for i in range(3)))
+    with pytest.raises(Exception, match=r"long.yaml:\d+: a Short must be at most 60 s"):
+        build(sb, run=built["run"], out_dir=tmp_path / "out", cache_dir=tmp_path / "cache", **TINY)
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("*.mp4"))
+
+
+def test_cli_reports_storyboard_errors(tmp_path):
+    from library.cli import app
+    from scenes.cli import register
+
+    register(app)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("title: t\nformat: short\nshots:\n  - scene: nope\n    duration: 2\n")
+    result = CliRunner().invoke(app, ["render", str(bad)])
+    assert result.exit_code == 2
+    # rich wraps long lines: compare without whitespace
+    assert f"{bad}:4:" in "".join(result.output.split())

@@ -1,0 +1,286 @@
+"""`kgr demo` / `kgr serve`: the static site's data, the server, and Try it (tiny model)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TINY_KG
+from library.contracts import PHASES
+from library.demo.site import build_demo, claimed_edges, collect, layout_subgraph, span_entities
+from library.runs import RunDir
+
+
+@pytest.fixture
+def kg_file(tmp_path) -> Path:
+    path = tmp_path / "kg.json"
+    path.write_text(json.dumps(TINY_KG))
+    return path
+
+
+@pytest.fixture
+def runs_root(fixture_run) -> Path:
+    """The fixture run plus three bad run folders next to it."""
+    root = fixture_run.path.parent
+    (root / "broken-meta").mkdir()
+    (root / "broken-meta" / "meta.json").write_text('{"model": ')
+    bad_eps = RunDir.create(root, run_id="broken-episodes")
+    bad_eps.write_meta({"run_id": "broken-episodes"})
+    (bad_eps.path / "episodes.jsonl").write_text('{"phase": "sft", "step": 0}\n')
+    empty = RunDir.create(root, run_id="empty")
+    empty.write_meta({"run_id": "empty"})
+    return root
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as res:
+            return res.status, res.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _post(url: str, obj) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=json.dumps(obj).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as res:
+            return res.status, json.loads(res.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+# ----------------------------------------------------------------------------- site data
+def test_bad_runs_are_skipped_with_reasons(runs_root, kg_file, tmp_path):
+    index, site = build_demo([runs_root], tmp_path / "site", kg_path=kg_file, data_dir=None)
+    assert [r["run_id"] for r in site.runs] == ["fixture"]
+    skipped = {Path(s["path"]).name: s["reason"] for s in site.skipped}
+    assert set(skipped) == {"broken-meta", "broken-episodes", "empty"}
+    assert "invalid JSON" in skipped["broken-meta"]
+    assert "episodes.jsonl:1" in skipped["broken-episodes"]
+    assert "neither episodes nor metrics" in skipped["empty"]
+    html = index.read_text()
+    for name in skipped:  # visible in the static HTML itself, not only after JS runs
+        assert f"Skipped run</strong> {runs_root / name}" in html
+    data = json.loads((tmp_path / "site" / "data.json").read_text())
+    embedded = html.split('<script id="demo-data" type="application/json">')[1].split("</script>")[0]
+    assert json.loads(embedded) == data
+    assert (tmp_path / "site" / "static" / "app.js").exists() and (tmp_path / "site" / "static" / "style.css").exists()
+    assert "http" not in (tmp_path / "site" / "static" / "app.js").read_text().replace("http://www.w3.org/2000/svg", "")
+
+
+def test_no_valid_runs_gives_a_visible_message(tmp_path, kg_file):
+    index, site = build_demo([tmp_path / "missing"], tmp_path / "site", kg_path=kg_file, data_dir=None)
+    assert site.runs == [] and len(site.skipped) == 1
+    html = index.read_text()
+    assert 'id="no-runs"' in html and "run folder not found" in html
+
+
+def test_episode_numbers_come_from_the_run(fixture_run, kg_file, tiny_kg):
+    site = collect([fixture_run.path], kg_path=kg_file, data_dir=None)
+    run = site.runs[0]
+    logged = [json.loads(line) for line in (fixture_run.path / "episodes.jsonl").read_text().splitlines()]
+    shown = [ep for phase in run["episodes"].values() for eps in phase.values() for ep in eps]
+    assert len(shown) == len(logged) == run["n_episodes"]
+    for ep in shown:
+        src = logged[ep["i"]]
+        assert ep["completion"] == src["completion"] and ep["ex_id"] == src["ex_id"]
+        assert ep["reward"] == {k: v for k, v in src["reward"].items() if not isinstance(v, str)}
+        assert ep["correct"] == (src["parsed"]["answer"] == src["answer_star"])
+    assert set(run["episodes"]) == set(PHASES)
+    assert run["headline"]["eval"]["grpo"]["accuracy"] == 1.0
+    assert run["n_missing_questions"] == 1  # the GRPO training log's "train-00001" has no question file
+    assert [p["step"] for p in run["step_curves"]["grpo"]] == [1, 2, 3, 4]
+    lo, hi = run["step_curves"]["grpo"][1]["accuracy_ci"]
+    assert lo < 1.0 <= hi
+
+
+def test_graph_highlights_the_gold_path_and_false_claims(fixture_run, kg_file, tiny_kg):
+    run = collect([fixture_run.path], kg_path=kg_file, data_dir=None).runs[0]
+    for qid, q in run["questions"].items():
+        hops = [e["hop"] for e in q["graph"]["edges"] if e["hop"] is not None]
+        assert sorted(hops) == list(range(q["hop_len"])), qid
+        xy = [(n["x"], n["y"]) for n in q["graph"]["nodes"]]
+        assert len(set(xy)) == len(xy), "two nodes drawn on top of each other"
+    # the SFT "partial" trace claims TLS handshake error -leads_to-> service down: not an edge of the KG
+    sft = run["episodes"]["sft"]["eval"][0]
+    false = [c for c in sft["claims"] if not c["in_kg"]]
+    assert [(c["src"], c["rel"], c["dst"]) for c in false] == [("TLSHandshakeError", "leads_to", "ServiceDown")]
+    graph_edges = run["questions"][sft["ex_id"]]["graph"]["edges"]
+    assert {"src": "TLSHandshakeError", "rel": "leads_to", "dst": "ServiceDown", "hop": None, "kind": "claim"} in graph_edges
+    assert all(c["in_kg"] and c["on_path"] for c in run["episodes"]["grpo"]["eval"][0]["claims"])
+    assert len(run["episodes"]["grpo"]["eval"][0]["claims"]) == 4
+
+
+def test_entity_spans_are_whole_words_longest_first(tiny_kg):
+    text = "TRACE: TLS handshake error is caused by clock skew; clock skewed openssl.\nANSWER: A"
+    spans = span_entities(tiny_kg, text)
+    assert [(text[s:e], ent) for s, e, ent in spans] == [
+        ("TLS handshake error", "TLSHandshakeError"), ("clock skew", "ClockSkew"), ("openssl", "openssl")]
+    assert claimed_edges(tiny_kg, "expired certificate is fixed by restart the service.") == [
+        {"src": "CertificateExpired", "rel": "fixed_by", "dst": "RestartService", "in_kg": False}]
+
+
+def test_layout_keeps_path_on_one_row(tiny_kg):
+    path = ["NTPDrift", "TLSHandshakeError", "CertificateExpired"]
+    layout = layout_subgraph(tiny_kg, path, extra=["chronyc"])
+    pos = {n["id"]: (n["x"], n["y"]) for n in layout["nodes"]}
+    assert len({pos[e][1] for e in path}) == 1
+    assert [pos[e][0] for e in path] == sorted(pos[e][0] for e in path)
+    assert "chronyc" in pos and all(0 <= x <= layout["width"] and 0 <= y <= layout["height"] for x, y in pos.values())
+
+
+def test_demo_and_site_need_no_torch(runs_root, kg_file, tmp_path):
+    code = (
+        "import sys; from pathlib import Path; from library.demo.site import build_demo; "
+        "import library.demo.server, library.demo.tryit, library.cli; "
+        f"build_demo([Path({str(runs_root)!r})], Path({str(tmp_path / 'o')!r}), kg_path=Path({str(kg_file)!r}), data_dir=None); "
+        "bad = [m for m in ('torch', 'transformers', 'peft', 'manim', 'moviepy', 'scenes') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_cli_demo_command(runs_root, kg_file, tmp_path):
+    from typer.testing import CliRunner
+
+    from library.cli import app
+
+    out = tmp_path / "cli-site"
+    result = CliRunner().invoke(app, ["demo", str(runs_root), "--out", str(out), "--kg", str(kg_file), "--data", str(tmp_path / "none")])
+    assert result.exit_code == 0, result.output
+    assert "1 run(s), 3 skipped" in result.output
+    assert (out / "index.html").exists()
+
+
+# ----------------------------------------------------------------------------- server
+def test_server_serves_site_and_try_is_off_without_model(fixture_run, kg_file, tmp_path):
+    from library.demo.server import start_in_thread
+
+    build_demo([fixture_run.path], tmp_path / "site", kg_path=kg_file, data_dir=None)
+    server = start_in_thread(tmp_path / "site", 0)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        status, body = _get(server.url)
+        assert status == 200 and b"episode player" in body
+        status, body = _get(server.url + "data.json")
+        assert status == 200 and json.loads(body)["runs"][0]["run_id"] == "fixture"
+        assert json.loads(_get(server.url + "api/status")[1]) == {"try_enabled": False}
+        status, body = _post(server.url + "api/try", {"start": "ClockSkew", "chain": ["fixed_by"]})
+        assert status == 404 and "--model" in body["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ----------------------------------------------------------------------------- try it
+def test_question_text_round_trips(tiny_kg, fixture_run, kg_file):
+    from library.demo.tryit import TryIt, TryItError, parse_question_text
+    from library.questions import question_text
+
+    for start, chain in [("NTPDrift", ["leads_to", "caused_by"]), ("ClockSkew", ["diagnosed_by", "uses_tool"])]:
+        text = question_text(tiny_kg, start, chain)
+        assert parse_question_text(tiny_kg, text) == (start, chain)
+        assert parse_question_text(tiny_kg, "  " + text.lower()) == (start, chain)
+    with pytest.raises(TryItError):
+        parse_question_text(tiny_kg, "What causes everything?")
+    tryit = TryIt(fixture_run.path, kg_path=kg_file)
+    q = tryit.build_question("TLSHandshakeError", ["caused_by", "leads_to", "caused_by"])
+    assert q.path_star.entities == ["TLSHandshakeError", "CertificateExpired", "HTTP502BadGateway", "ServiceDown"]
+    assert q.options[q.answer_star] == tiny_kg.label("ServiceDown") and q.hop_len == 3
+    assert tryit.build_question("http 502 bad gateway", ["caused_by"]).path_star.entities[-1] == "ServiceDown"
+    with pytest.raises(TryItError, match="distractors"):  # the tiny KG has one cause left to offer
+        tryit.build_question("NTPDrift", ["leads_to", "caused_by"])
+    with pytest.raises(TryItError, match="no path"):
+        tryit.build_question("openssl", ["fixed_by"])
+    with pytest.raises(TryItError, match="unknown relation"):
+        tryit.build_question("NTPDrift", ["eats"])
+
+
+def test_find_adapter_prefers_the_newest_phase(tmp_path):
+    from library.demo.tryit import find_adapter
+
+    assert find_adapter(tmp_path) is None
+    for phase in ("sft", "rsft"):
+        (tmp_path / "adapters" / phase).mkdir(parents=True)
+        (tmp_path / "adapters" / phase / "adapter_config.json").write_text("{}")
+    assert find_adapter(tmp_path).name == "rsft"
+    assert find_adapter(tmp_path, "sft").name == "sft"
+    with pytest.raises(FileNotFoundError):
+        find_adapter(tmp_path, "grpo")
+
+
+CHAIN = ["caused_by", "leads_to", "caused_by"]
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_try_endpoint_generates_with_the_runs_adapter_and_scores_it(fixture_run, kg_file, tiny_kg, tmp_path):
+    """The tiny random model with a LoRA adapter saved in the run folder: the endpoint's
+    reward must equal RewardModel.score on the same completion (content is gibberish)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+
+    from library.demo.server import start_in_thread
+    from library.demo.tryit import TryIt, reward_config_from_meta
+    from library.model import load_model
+    from library.reward import RewardModel
+
+    base, _ = load_model("tiny")
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+    peft_model.save_pretrained(str(fixture_run.path / "adapters" / "sft"))
+
+    tryit = TryIt(fixture_run.path, kg_path=kg_file, max_new_tokens=24)
+    assert tryit.model_spec == "tiny" and tryit.adapter == fixture_run.path / "adapters" / "sft"
+    build_demo([fixture_run.path], tmp_path / "site", kg_path=kg_file, data_dir=None)
+    server = start_in_thread(tmp_path / "site", 0, tryit)
+    try:
+        status = json.loads(_get(server.url + "api/status")[1])
+        assert status["try_enabled"] and status["adapter"].endswith("adapters/sft")
+        assert status["example"] is not None and ["NTPDrift", "NTP drift"] in status["entities"]
+        code, out = _post(server.url + "api/try", {"start": "TLSHandshakeError", "chain": CHAIN})
+        assert code == 200, out
+        model, _ = tryit.load()
+        assert type(model).__name__ == "PeftModel"
+        q = tryit.build_question("TLSHandshakeError", CHAIN)
+        assert out["question"]["question"] == q.question and out["question"]["answer_star"] == q.answer_star
+        assert out["question"]["path"] == q.path_star.entities
+        assert isinstance(out["completion"], str)
+        parsed, reward = RewardModel(tiny_kg, reward_config_from_meta(fixture_run.read_meta())).score(q, out["completion"])
+        assert out["parsed"] == parsed.model_dump(mode="json")
+        expected = {k: v for k, v in reward.model_dump(mode="json").items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        assert out["reward"] == expected
+        assert {"correctness", "path_coverage", "path_reward", "spam_penalty", "total"} <= set(out["reward"])
+        assert out["correct"] == (parsed.answer == q.answer_star)
+        hops = [e["hop"] for e in out["question"]["graph"]["edges"] if e["hop"] is not None]
+        assert sorted(hops) == [0, 1, 2]
+        # the same question typed in the generator's wording
+        code, typed = _post(server.url + "api/try", {"question": q.question})
+        assert code == 200 and typed["question"]["id"] == out["question"]["id"]
+        assert typed["completion"] == out["completion"]  # greedy decoding
+        code, err = _post(server.url + "api/try", {"question": "why is the sky blue"})
+        assert code == 400 and "start entity" in err["error"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_try_reads_train_py_meta_layout(fixture_run, kg_file):
+    """train.py writes model = model_info(...) (spec nested) and one reward config per use."""
+    from library.demo.tryit import TryIt, reward_config_from_meta
+    from library.reward import RewardConfig
+
+    meta = fixture_run.read_meta()
+    meta["model"] = {"class": "LlamaForCausalLM", "spec": {"spec": "tiny", "kind": "tiny", "name": "tiny-random"}}
+    meta["reward"] = {"preset": "paper+edges", "eval": RewardConfig.preset_named("paper").as_dict()}
+    fixture_run.write_meta(meta)
+    assert TryIt(fixture_run.path, kg_path=kg_file).model_spec == "tiny"
+    assert reward_config_from_meta(meta).name == "paper"
+    assert reward_config_from_meta({"reward": {"preset": "toy", "edge_verified": False}}).name == "toy"
+    assert reward_config_from_meta({"reward": "paper+edges"}).name == "paper+edges"

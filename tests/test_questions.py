@@ -1,0 +1,315 @@
+"""Question generation: unique answers, near-miss distractors, no eval leakage, determinism.
+
+Pure functions are tested on ``tiny_kg``; dataset-level properties on one session-scoped
+build from the real ``data/kg.json`` at reduced sizes (the full build is the same code with
+bigger counts), and on the committed ``data/*.jsonl`` files where they exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from library.contracts import LETTERS, Question
+from library.jsonl import read_jsonl
+from library.kg import KnowledgeGraph, load_kg
+from library.questions import (
+    SPLIT_FILES,
+    DatasetConfig,
+    DatasetError,
+    build_dataset,
+    distractor_candidates,
+    make_question,
+    pick_distractors,
+    question_text,
+    reference_trace,
+    shuffle_question,
+    verify_unique,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_KG = REPO / "data" / "kg.json"
+SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, progress=False)
+
+
+# ----------------------------------------------------------------------------- pure functions
+def test_wording_and_reference_trace_follow_contracts(tiny_kg):
+    path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
+    # docs/CONTRACTS.md's example, verbatim
+    assert reference_trace(tiny_kg, path) == (
+        "TLS handshake error is caused by clock skew; clock skew is fixed by sync clocks with NTP.")
+    assert question_text(tiny_kg, "NTPDrift", ["leads_to", "caused_by", "leads_to", "diagnosed_by"]) == (
+        "Start at NTP drift. It leads to something, which is caused by something, which leads to something, "
+        "which is diagnosed by what? (4 steps)")
+
+
+def test_distractor_candidates_are_same_type_and_unreachable(tiny_kg):
+    checked = 0
+    for hops in (1, 2, 3):
+        for path in tiny_kg.iter_paths(hops):
+            start, answer = path.entities[0], path.entities[-1]
+            reach = set(tiny_kg.reach(start, [e.rel for e in path.edges]))
+            for ent, source in distractor_candidates(tiny_kg, path):
+                checked += 1
+                assert tiny_kg.type_of(ent) == tiny_kg.type_of(answer), (path, ent)
+                assert ent not in reach and ent != start, (path, ent, source)
+    assert checked > 20
+
+
+def _fix_kg() -> KnowledgeGraph:
+    """s -caused_by-> c1 -fixed_by-> f1. f2: c1 "is prevented by" it (wrong relation at hop 2);
+    f3: fixes c2, which shares the fix f1 (sibling at hop 2); f4: only nearby; f5: reachable."""
+    return KnowledgeGraph.from_dict({
+        "version": "t", "domain": "d",
+        "entities": [{"id": "s", "label": "s", "type": "symptom"}, {"id": "c1", "label": "c1", "type": "cause"},
+                     {"id": "c2", "label": "c2", "type": "cause"}]
+        + [{"id": f"f{i}", "label": f"f{i}", "type": "fix"} for i in range(1, 6)],
+        "relations": [{"id": "caused_by", "label": "is caused by"}, {"id": "fixed_by", "label": "is fixed by"},
+                      {"id": "prevented_by", "label": "is prevented by"}, {"id": "leads_to", "label": "leads to"}],
+        "edges": [{"src": "s", "rel": "caused_by", "dst": "c1"}, {"src": "c1", "rel": "fixed_by", "dst": "f1"},
+                  {"src": "c1", "rel": "fixed_by", "dst": "f5"}, {"src": "c1", "rel": "prevented_by", "dst": "f2"},
+                  {"src": "c2", "rel": "fixed_by", "dst": "f1"}, {"src": "c2", "rel": "fixed_by", "dst": "f3"},
+                  {"src": "f3", "rel": "leads_to", "dst": "f4"}]})
+
+
+def test_near_miss_sources_break_the_chain_at_one_hop():
+    kg = _fix_kg()
+    path = kg.path_from_entities(["s", "c1", "f1"], ["caused_by", "fixed_by"])
+    assert distractor_candidates(kg, path) == [("f2", "wrong_relation"), ("f3", "sibling"), ("f4", "nearby_3")]
+    q = make_question(kg, path, random.Random(0), "eval", 1)
+    assert q is not None and verify_unique(kg, q)
+    assert sorted(d["id"] for d in q.meta["distractors"]) == ["f2", "f3", "f4"]  # never f5
+
+
+def test_fallback_distractors_are_nearest_first(tiny_kg):
+    # NTP drift -leads_to-> TLS error -caused_by-> clock skew reaches both TLS causes; the only
+    # other cause (service down) is 3 undirected hops away (via expired cert and HTTP 502).
+    path = tiny_kg.path_from_entities(["NTPDrift", "TLSHandshakeError", "ClockSkew"], ["leads_to", "caused_by"])
+    assert distractor_candidates(tiny_kg, path) == [("ServiceDown", "nearby_3")]
+    assert distractor_candidates(tiny_kg, path, max_distance=2) == []
+
+
+def test_make_question_refuses_when_too_few_distractors(tiny_kg):
+    # Only three fixes exist and the chain reaches two of them: no three admissible distractors.
+    path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
+    assert pick_distractors(tiny_kg, path, random.Random(0)) is None
+    assert make_question(tiny_kg, path, random.Random(0), "train", 1) is None
+
+
+def test_make_question_is_valid_and_deterministic(tiny_kg):
+    made = []
+    for path in tiny_kg.iter_paths(1):
+        a = make_question(tiny_kg, path, random.Random(5), "train", 7)
+        b = make_question(tiny_kg, path, random.Random(5), "train", 7)
+        assert a == b
+        if a is not None:
+            made.append(a)
+            assert a.id == "train-00007" and verify_unique(tiny_kg, a)
+            assert a.options[a.answer_star] == tiny_kg.label(path.entities[-1])
+            assert a.ref.completion == f"TRACE: {a.ref.trace}\nANSWER: {a.answer_star}"
+            assert all(f"{x}) {a.options[x]}" in a.prompt for x in LETTERS)
+    assert made, "tiny_kg should support at least one 1-hop question"
+
+
+def test_verify_unique_catches_a_second_reachable_option():
+    kg = _fix_kg()
+    path = kg.path_from_entities(["s", "c1", "f1"], ["caused_by", "fixed_by"])
+    q = make_question(kg, path, random.Random(0), "train", 1, answer_slot=0)
+    assert q is not None and verify_unique(kg, q)
+    # f5 also fixes c1: as an option it would be a second correct answer
+    bad = q.model_copy(update={"options": dict(q.options, B="f5")})
+    assert not verify_unique(kg, bad)
+    wrong_key = q.model_copy(update={"answer_star": "B"})
+    assert not verify_unique(kg, wrong_key)
+
+
+def test_shuffle_moves_the_answer_and_keeps_the_options(tiny_kg):
+    path = tiny_kg.path_from_entities(["HTTP502BadGateway", "ServiceDown"], ["caused_by"])
+    q = make_question(tiny_kg, path, random.Random(0), "eval", 3)
+    assert q is not None
+    s = shuffle_question(q, random.Random(1))
+    assert s.id == "eval-0003-shuf" and s.split == "eval_shuffled"
+    assert s.answer_star != q.answer_star
+    assert s.options[s.answer_star] == q.options[q.answer_star]
+    assert sorted(s.options.values()) == sorted(q.options.values())
+    assert verify_unique(tiny_kg, s)
+
+
+def test_too_small_graph_is_a_clear_error(tmp_path, tiny_kg_dict):
+    kg_path = tmp_path / "kg.json"
+    kg_path.write_text(json.dumps(tiny_kg_dict))
+    with pytest.raises(DatasetError, match="could only make"):
+        build_dataset(DatasetConfig(kg_path=kg_path, out_dir=tmp_path / "out", progress=False, attempts_per_question=10))
+    assert not (tmp_path / "out" / "eval.jsonl").exists()  # nothing half-written
+
+
+def test_cli_bad_kg_is_one_line_naming_file_and_line(tmp_path):
+    bad = tmp_path / ("long-folder-name-" * 4) / "kg.json"  # long enough that rich would wrap it
+    bad.parent.mkdir()
+    bad.write_text('{"version": "1", "domain": "d",\n "entities": [\n {"id": "a" "label": "a"}\n]}\n')
+    proc = subprocess.run([sys.executable, "-m", "library.cli", "data", "--kg", str(bad), "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=REPO, env=dict(os.environ, COLUMNS="80"))
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"{bad}:3: invalid JSON" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- a real build
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data_a")
+    stats = build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=out, seed=0, **SMALL))
+    splits = {name: read_jsonl(out / fname, Question) for name, fname in SPLIT_FILES.items()}
+    return out, stats, splits
+
+
+def _committed_splits() -> dict[str, list[Question]] | None:
+    files = {name: REPO / "data" / fname for name, fname in SPLIT_FILES.items()}
+    if not all(p.exists() for p in files.values()):
+        return None
+    return {name: read_jsonl(p, Question) for name, p in files.items()}
+
+
+def _datasets(built):
+    """The test build and, where present, the committed data/ files: both must pass."""
+    yield "tmp build", built[2]
+    committed = _committed_splits()
+    if committed is not None:
+        yield "data/", committed
+
+
+def test_schema_counts_ids_and_letters(built):
+    out, stats, splits = built
+    assert {n: sum(int(v) for v in c.values()) for n, c in stats.counts.items()} == {
+        "train": 600, "eval": 100, "train_hard": 100, "eval_shuffled": 100}
+    assert {h: n for h, n in stats.counts["eval"].items()} == {"4": 50, "5": 50}
+    assert {h: n for h, n in stats.counts["train_hard"].items()} == {"4": 50, "5": 50}
+    assert set(stats.counts["train"]) == {"1", "2", "3"}
+    for name, qs in splits.items():
+        assert all(q.split == name for q in qs)
+        assert len({q.id for q in qs}) == len(qs)
+        letters = Counter(q.answer_star for q in qs)
+        if name != "eval_shuffled":  # balanced by construction; the shuffled copy only roughly
+            assert max(letters.values()) - min(letters.values()) <= 1, (name, letters)
+    assert splits["train"][0].id.startswith("train-") and len(splits["train"][0].id) == len("train-00001")
+    assert {q.id[:5] for q in splits["train_hard"]} == {"hard-"}
+    assert sorted(q.id for q in splits["eval"])[0] == "eval-0001"
+    saved = json.loads((out / "stats.json").read_text())
+    assert saved["unique_verified"]["eval"] == [100, 100]
+    assert "unique answer verified: 900/900" in stats.summary()
+
+
+def test_every_question_has_exactly_one_reachable_option(built):
+    kg = load_kg(REAL_KG)
+    for where, splits in _datasets(built):
+        for name, qs in splits.items():
+            for q in qs:
+                assert verify_unique(kg, q), (where, q.id)
+                answer = q.path_star.entities[-1]
+                reach = set(kg.reach(q.meta["start"], q.meta["chain"]))
+                assert q.options[q.answer_star] == kg.label(answer)
+                assert len(set(q.options.values())) == 4
+                for d in q.meta["distractors"]:
+                    assert kg.type_of(d["id"]) == kg.type_of(answer), (where, q.id, d)
+                    assert d["id"] not in reach, (where, q.id, d)
+                    assert kg.label(d["id"]) in q.options.values()
+                hops = {"train": (1, 2, 3)}.get(name, (4, 5))
+                assert q.hop_len in hops and len(q.path_star.edges) == q.hop_len
+
+
+def _contains(longer: list[str], shorter: list[str]) -> bool:
+    """Contiguous containment, written independently of library.questions.windows."""
+    return f"|{'|'.join(shorter)}|" in f"|{'|'.join(longer)}|"
+
+
+def test_no_eval_leakage_into_any_training_split(built):
+    """THE leakage guard: eval (4-5-hop) questions must be unseen in every training split."""
+    for where, splits in _datasets(built):
+        eval_qs, train, hard = splits["eval"], splits["train"], splits["train_hard"]
+        eval_paths = [q.path_star.entities for q in eval_qs]
+        for q in train + hard:
+            for e in eval_paths:
+                assert not _contains(q.path_star.entities, e), (where, "eval path inside", q.id, e)
+        for q in hard:
+            for e in eval_paths:
+                assert not _contains(e, q.path_star.entities), (where, "train_hard path inside eval", q.id)
+
+        def key(q):
+            return q.path_star.entities[0], tuple(x.rel for x in q.path_star.edges), q.path_star.entities[-1]
+
+        assert not {key(q) for q in hard} & {key(q) for q in eval_qs}, where
+        eval_text = {q.question for q in eval_qs} | {q.prompt for q in eval_qs}
+        for q in train + hard:
+            assert q.question not in eval_text and q.prompt not in eval_text, (where, q.id)
+        # the shuffled copy is the eval set, so it must not leak either (and must be complete)
+        assert {q.meta["shuffled_from"] for q in splits["eval_shuffled"]} == {q.id for q in eval_qs}
+
+
+def test_every_eval_edge_is_taught_in_train(built):
+    _, stats, _ = built
+    assert stats.eval_edges_taught == 1.0
+    for where, splits in _datasets(built):
+        taught = {(e.src, e.rel, e.dst) for q in splits["train"] for e in q.path_star.edges}
+        missing = [(q.id, e) for q in splits["eval"] for e in q.path_star.edges if (e.src, e.rel, e.dst) not in taught]
+        assert not missing, (where, missing[:5])
+
+
+def test_shuffled_eval_is_the_same_questions_permuted(built):
+    for where, splits in _datasets(built):
+        by_id = {q.id: q for q in splits["eval"]}
+        for s in splits["eval_shuffled"]:
+            q = by_id[s.id.removesuffix("-shuf")]
+            assert s.id == f"{q.id}-shuf" and s.question == q.question and s.path_star == q.path_star
+            assert sorted(s.options.values()) == sorted(q.options.values())
+            assert s.options[s.answer_star] == q.options[q.answer_star]
+            assert s.answer_star != q.answer_star
+            assert s.ref.trace == q.ref.trace and s.ref.completion.endswith(f"ANSWER: {s.answer_star}")
+
+
+def test_same_seed_gives_byte_identical_files_under_any_hash_seed(built, tmp_path):
+    out_a, _, _ = built
+    out_b = tmp_path / "b"
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=out_b, seed=0, **SMALL))
+    out_c = tmp_path / "c"
+    code = ("import sys; from library.questions import DatasetConfig, build_dataset; "
+            f"build_dataset(DatasetConfig(kg_path=sys.argv[1], out_dir=sys.argv[2], seed=0, **{SMALL!r}))")
+    for hash_seed, out in (("1", out_c), ("4242", tmp_path / "d")):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        subprocess.run([sys.executable, "-c", code, str(REAL_KG), str(out)], check=True, env=env, cwd=REPO)
+    for fname in SPLIT_FILES.values():
+        ref = (out_a / fname).read_bytes()
+        for other in (out_b, out_c, tmp_path / "d"):
+            assert (other / fname).read_bytes() == ref, (fname, other)
+    # stats.json differs only in the measured generation time
+    a, c = (json.loads((d / "stats.json").read_text()) for d in (out_a, out_c))
+    a.pop("generation_seconds"), c.pop("generation_seconds")
+    assert a == c
+    # and another seed really is another dataset
+    other = tmp_path / "seed1"
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=other, seed=1, **SMALL))
+    assert (other / "eval.jsonl").read_bytes() != (out_a / "eval.jsonl").read_bytes()
+
+
+def test_reference_completions_score_perfectly_with_the_reward_parser(built):
+    from library.reward import RewardConfig, RewardModel, parse_completion
+
+    kg = load_kg(REAL_KG)
+    model = RewardModel(kg, RewardConfig.preset_named("toy+edges"))
+    for where, splits in _datasets(built):
+        for qs in splits.values():
+            for q in qs:
+                trace, answer, valid = parse_completion(q.ref.completion)
+                assert valid and answer == q.answer_star and trace == q.ref.trace, (where, q.id)
+                parsed, reward = model.score(q, q.ref.completion)
+                comp = model.components(q, q.ref.completion)
+                assert parsed.path_entities == q.path_star.entities, (where, q.id, parsed.trace_entities)
+                assert reward.path_coverage == 1.0 and reward.correctness == 1.0 and reward.spam_penalty == 0.0
+                assert comp["edge_hits"] == q.hop_len and comp["false_edges"] == 0, (where, q.id, comp)

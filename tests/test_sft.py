@@ -1,0 +1,147 @@
+"""LoRA SFT: the loss covers the completion only, and the base weights never change.
+
+The public attempt computed the loss over the prompt too and never froze the base model;
+these tests fail if either comes back. They use the tiny random model (seconds, not minutes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from library.config import LoraSettings, SFTSettings  # noqa: E402
+from library.model import format_example, load_model  # noqa: E402
+from library.sft import (  # noqa: E402
+    build_sft_trainer,
+    last_checkpoint,
+    load_adapter,
+    question_rows,
+    reference_completion,
+    sft_rows,
+    train_lora,
+    trainable_report,
+)
+
+pytestmark = [pytest.mark.train, pytest.mark.slow]
+
+EXAMPLES = [
+    (f"Start at TLS handshake error. It is caused by what? ({i} step)\nA) a\nB) b\nC) c\nD) d",
+     f"TRACE: TLS handshake error is caused by clock skew.\nANSWER: {'ABCD'[i % 4]}")
+    for i in range(8)
+]
+
+
+@pytest.fixture
+def tiny():
+    torch.manual_seed(0)
+    return load_model("tiny")
+
+
+def test_prompt_tokens_carry_no_loss(tiny, tmp_path):
+    model, tok = tiny
+    rows = sft_rows(tok, EXAMPLES)
+    trainer = build_sft_trainer(model, tok, rows, ckpt_dir=tmp_path / "ck", learning_rate=1e-3, max_steps=1,
+                                batch_size=4, max_length=512, seed=0, lora=LoraSettings())
+    assert len(trainer.train_dataset) == len(rows)
+    for row, ex in zip(rows, trainer.train_dataset):
+        prompt_ids = tok(row["prompt"], add_special_tokens=False)["input_ids"]
+        full_ids = tok(row["prompt"] + row["completion"], add_special_tokens=False)["input_ids"]
+        n = len(prompt_ids)
+        assert ex["input_ids"] == full_ids
+        labels = ex["labels"]
+        assert labels[:n] == [-100] * n, "prompt tokens must not be trained on"
+        assert labels[n:] == full_ids[n:], "every completion token (eos included) must be trained on"
+        assert labels[-1] == tok.eos_token_id
+    # the collator keeps the mask (padding is -100 too, never a real label)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    first = rows[0]
+    n0 = len(tok(first["prompt"], add_special_tokens=False)["input_ids"])
+    assert (batch["labels"][0, :n0] == -100).all()
+    assert (batch["labels"] != -100).sum() == sum(
+        len(tok(r["prompt"] + r["completion"], add_special_tokens=False)["input_ids"])
+        - len(tok(r["prompt"], add_special_tokens=False)["input_ids"]) for r in rows[:2])
+
+
+def test_rows_use_the_chat_template_and_gold_completion(tiny):
+    _, tok = tiny
+    (user, completion) = EXAMPLES[0]
+    row = sft_rows(tok, [(user, completion)])[0]
+    expected = format_example(tok, user, completion)
+    assert row == {"prompt": expected.prompt, "completion": expected.completion}
+    assert row["prompt"].rstrip().endswith("<|im_start|>assistant")
+    assert row["completion"].endswith(tok.eos_token)
+
+
+def test_reference_completion_prefers_ref_completion():
+    from types import SimpleNamespace
+
+    from library.contracts import Reference
+
+    q = SimpleNamespace(ref=Reference(trace="a leads to b.", completion="TRACE: a leads to b.\nANSWER: C"), answer_star="C")
+    assert reference_completion(q) == "TRACE: a leads to b.\nANSWER: C"
+    q2 = SimpleNamespace(ref=Reference(trace="a leads to b."), answer_star="B")
+    assert reference_completion(q2) == "TRACE: a leads to b.\nANSWER: B"
+
+
+def test_base_weights_frozen_and_adapter_learns(tiny, tmp_path):
+    model, tok = tiny
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows = sft_rows(tok, EXAMPLES)
+    peft_model, result = train_lora(model, tok, rows, ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "adapter",
+                                    learning_rate=1e-2, max_steps=2, batch_size=4, max_length=512, seed=0,
+                                    lora=LoraSettings(), save_steps=1)
+    report = trainable_report(peft_model)
+    assert report["non_lora_trainable"] == []
+    assert 0 < report["trainable_params"] < report["total_params"]
+    lora_b_changed = False
+    for name, param in peft_model.named_parameters():
+        if "lora_" in name:
+            assert param.requires_grad
+            if "lora_B" in name and param.detach().abs().sum() > 0:
+                lora_b_changed = True  # lora_B starts at zero: non-zero means the optimizer stepped
+            continue
+        assert not param.requires_grad, name
+        base_name = name.replace("base_model.model.", "", 1).replace(".base_layer", "")
+        assert torch.equal(param.detach(), before[base_name]), f"base weight changed: {name}"
+    assert lora_b_changed
+    assert result.steps == 2 and [p["step"] for p in result.curve] == [1, 2]
+    assert all(p["loss"] > 0 for p in result.curve)
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    assert last_checkpoint(tmp_path / "ck").name == "checkpoint-2"
+
+    # the saved adapter reloads onto a fresh base and gives the same outputs
+    fresh, _ = load_model("tiny")
+    reloaded = load_adapter(fresh, tmp_path / "adapter", trainable=False)
+    ids = tok(rows[0]["prompt"], return_tensors="pt", add_special_tokens=False)["input_ids"]
+    peft_model.eval()
+    with torch.no_grad():
+        assert torch.allclose(peft_model(ids).logits, reloaded(ids).logits, atol=1e-5)
+
+
+def test_resume_continues_from_checkpoint(tiny, tmp_path):
+    model, tok = tiny
+    rows = sft_rows(tok, EXAMPLES)
+    kwargs = dict(ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "adapter", learning_rate=1e-3, batch_size=4,
+                  max_length=512, seed=0, lora=LoraSettings(), save_steps=1)
+    peft_model, first = train_lora(model, tok, rows, max_steps=1, **kwargs)
+    base = peft_model.unload()
+    # a longer run in the same folder picks up at step 1 instead of starting over
+    _, second = train_lora(base, tok, rows, max_steps=2, **kwargs)
+    assert second.resumed_from is not None and second.resumed_from.endswith("checkpoint-1")
+    assert second.steps == 2
+    assert [p["step"] for p in second.curve] == [1, 2]
+    assert second.curve[0]["loss"] == pytest.approx(first.curve[0]["loss"])
+
+
+def test_question_rows_come_from_reference(tiny):
+    from types import SimpleNamespace
+
+    from library.contracts import Reference
+
+    _, tok = tiny
+    q = SimpleNamespace(prompt="Q?", answer_star="A", ref=Reference(trace="x.", completion="TRACE: x.\nANSWER: A"))
+    (row,) = question_rows(tok, [q])
+    assert row["completion"] == "TRACE: x.\nANSWER: A" + tok.eos_token
+    assert SFTSettings().lora.r == 16 and SFTSettings().learning_rate == 2e-4

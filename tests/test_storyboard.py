@@ -1,0 +1,214 @@
+"""Storyboard loading, validation errors with lines, templates, and the number audit.
+
+No rendering here: these run in a second or two. The number audit resolves the shipped
+storyboards against the synthetic fixture run and checks that every number that would appear
+on screen or in the narration is one of the values logged in that run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from library.errors import DataFileError
+from scenes.resolve import RunData, parse_claims, resolve_shots
+from scenes.storyboard import load_storyboard, loads_storyboard, render_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def run_with_kg(fixture_run, tiny_kg_dict) -> Path:
+    # the fixture run is built over tests/conftest.py's tiny KG; the per-run kg.json override
+    # lets storyboards read it without touching data/kg.json
+    (fixture_run.path / "kg.json").write_text(json.dumps(tiny_kg_dict))
+    return fixture_run.path
+
+
+HEADER = "title: t\nformat: short\nrun: RUN\n"
+
+
+def _shots(body: str) -> str:
+    return HEADER + "shots:\n" + body
+
+
+BAD = {
+    # name: (yaml, expected line, fragment of the message)
+    "unknown scene": (_shots("  - scene: title\n    duration: 2\n  - scene: pie_chart\n    duration: 2\n"), 7, "unknown scene type 'pie_chart'"),
+    "bad template syntax": (_shots("  - scene: title\n    params: {title: x}\n    duration: 2\n    caption: \"{{ metrics.eval[ }}\"\n"), 8, "bad template"),
+    "too long a short": (_shots("".join(f"  - scene: title\n    params: {{title: x}}\n    duration: 20\n" for _ in range(4))), 14, "at most 60 s"),
+    "narration without text": (_shots("  - scene: title\n    params: {title: x}\n    duration: narration\n"), 5, "needs a narration"),
+    "unknown key": (_shots("  - scene: title\n    duraton: 2\n"), 6, "duraton"),
+    "bad yaml": (HEADER + "shots: [\n  - a\n", 5, "invalid YAML"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_storyboards_name_file_and_line(tmp_path, name):
+    text, line, fragment = BAD[name]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(DataFileError) as err:
+        load_storyboard(path)
+    assert err.value.path == str(path)
+    assert err.value.line == line, str(err.value)
+    assert fragment in str(err.value)
+
+
+RESOLVE_BAD = {
+    # errors that need the run data: raised while resolving, still at the right line
+    "missing episode": ("  - scene: kg_path\n    duration: 2\n    params:\n      episode: {id: eval-9999, phase: grpo}\n", 8, "no eval episode 'eval-9999'"),
+    "undefined template variable": ("  - scene: title\n    params: {title: x}\n    duration: 2\n    caption: \"{{ metrics.eval.grpo.acuracy | pct }}\"\n", 8, "acuracy"),
+    "phase not in run": ("  - scene: reward_bars\n    duration: 2\n    params:\n      episode: {query: best, phase: ppo}\n", 8, "phase 'ppo'"),
+    "no improved question": ("  - scene: kg_path\n    duration: 2\n    params:\n      episode: {query: improved, from: grpo, to: base}\n", 8, "no eval question was wrong in grpo"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESOLVE_BAD))
+def test_resolution_errors_name_the_line(tmp_path, run_with_kg, name):
+    body, line, fragment = RESOLVE_BAD[name]
+    path = tmp_path / "bad.yaml"
+    path.write_text(_shots(body).replace("RUN", str(run_with_kg)))
+    sb = load_storyboard(path)
+    with pytest.raises(DataFileError) as err:
+        resolve_shots(sb, RunData.load(run_with_kg))
+    assert (err.value.path, err.value.line) == (str(path), line), str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_shipped_storyboards_load():
+    for name in ("short", "explainer"):
+        sb = load_storyboard(REPO / "storyboards" / f"{name}.yaml")
+        assert sb.shots and all(s.line > 0 for s in sb.shots)
+    assert load_storyboard(REPO / "storyboards" / "short.yaml").size == (1080, 1920)
+    assert load_storyboard(REPO / "storyboards" / "explainer.yaml").size == (1920, 1080)
+
+
+def test_filters():
+    ctx = {"m": {"acc": 0.4123, "ci": [0.351, 0.462], "d": -0.1}}
+    out = render_text("{{ m.acc | pct }}|{{ m.acc | pct1 }}|{{ m.ci | ci }}|{{ m.d | signed }}|{{ 3.0 | num }}|{{ 'grpo' | phase }}", ctx, where="t")
+    assert out == "41%|41.2%|95% CI 35–46%|-0.10|3|GRPO"
+
+
+def test_improved_query_picks_longest_hop_then_id(run_with_kg):
+    sb = loads_storyboard(_shots("  - scene: kg_path\n    duration: 2\n    params:\n      episode: {query: improved, from: base, to: grpo}\n"
+                                 "  - scene: kg_path\n    duration: 2\n    params:\n      episode: {query: improved, prefer: shortest_hop}\n"
+                                 ).replace("RUN", str(run_with_kg)))
+    a, b = resolve_shots(sb, RunData.load(run_with_kg))
+    # fixture: all three eval questions are wrong in base and right in grpo; eval-0002 is the 5-hop one
+    assert a.ex_id == "eval-0002" and b.ex_id == "eval-0001"
+    assert a.payload["path"][0] == "NTPDrift" and a.payload["correct"] is True
+    assert len(a.payload["nodes"]) <= 12
+
+
+def test_kg_path_marks_wrong_claims(run_with_kg):
+    # in SFT the fixture's eval-0001 trace claims "TLS handshake error leads to service down",
+    # which is not a KG edge: it must come back as a wrong edge, and both ends as nodes
+    sb = loads_storyboard(_shots("  - scene: kg_path\n    duration: 2\n    params:\n      episode: {id: eval-0001, phase: sft}\n").replace("RUN", str(run_with_kg)))
+    (shot,) = resolve_shots(sb, RunData.load(run_with_kg))
+    assert shot.payload["wrong_edges"] == [{"src": "TLSHandshakeError", "rel_label": "leads to", "dst": "ServiceDown"}]
+    assert shot.payload["correct"] is True and shot.payload["phase_label"] == "SFT"
+
+
+def test_parse_claims_reads_the_trace_format(tiny_kg):
+    claims = parse_claims("NTP drift leads to TLS handshake error; TLS handshake error is caused by clock skew.", tiny_kg)
+    assert claims == [("NTPDrift", "leads_to", "TLSHandshakeError"), ("TLSHandshakeError", "caused_by", "ClockSkew")]
+
+
+# --------------------------------------------------------------------------- number audit
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: The confidence level printed by the `ci` filter and the results table: a property of the
+#: interval method (95% Wilson, docs/CONTRACTS.md), not a measured value.
+CONSTANTS = {"95"}
+
+
+def _formats(v: float) -> set[str]:
+    out = {str(v), f"{v:.2f}", f"{abs(v):.2f}", f"{v * 100:.0f}", f"{v * 100:.1f}", f"{abs(v) * 100:.0f}"}
+    if float(v).is_integer():
+        out |= {str(int(v)), str(abs(int(v)))}
+    return out
+
+
+def allowed_numbers(data: RunData) -> set[str]:
+    """Every number spelling the templates can produce from this run's logs and inputs."""
+    allowed: set[str] = set(CONSTANTS)
+
+    def walk(obj):
+        if isinstance(obj, bool):
+            return
+        if isinstance(obj, (int, float)):
+            allowed.update(_formats(float(obj)))
+        elif isinstance(obj, str):
+            allowed.update(NUMBER.findall(obj))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(k)  # by_hop keys ("4", "5") become "4-hop" headers
+                walk(v)
+        elif isinstance(obj, list):
+            allowed.add(str(len(obj)))  # `| length` of a logged list
+            for v in obj:
+                walk(v)
+
+    walk(data.metrics)
+    walk(data.meta)
+    walk(data.run_id)
+    walk([e.model_dump(mode="json") for e in data.episodes])
+    walk([q.model_dump(mode="json") for q in data.questions.values()])
+    walk([e.label for e in data.kg.entities.values()])
+    walk([len(data.kg.entities), len(data.kg.edges), len(data.kg.relations)])  # kg.* template counts
+    return allowed
+
+
+def audit(texts: list[str], allowed: set[str]) -> list[str]:
+    return [f"{n!r} in {t!r}" for t in texts for n in NUMBER.findall(t) if n not in allowed]
+
+
+@pytest.mark.parametrize("name", ["short", "explainer"])
+def test_every_number_in_shipped_storyboards_is_logged(run_with_kg, name):
+    sb = load_storyboard(REPO / "storyboards" / f"{name}.yaml")
+    data = RunData.load(run_with_kg)
+    shots = resolve_shots(sb, data)
+    texts = [t for s in shots for t in s.texts]
+    assert any(NUMBER.search(t) for t in texts)  # the audit has something to check
+    assert audit(texts, allowed_numbers(data)) == []
+
+
+def test_number_audit_catches_a_typed_number(run_with_kg):
+    # the audit must be able to fail: a hand-typed figure is not in the logs
+    sb = loads_storyboard(_shots("  - scene: title\n    params: {title: \"Accuracy 87%\"}\n    duration: 2\n").replace("RUN", str(run_with_kg)))
+    data = RunData.load(run_with_kg)
+    texts = [t for s in resolve_shots(sb, data) for t in s.texts]
+    assert audit(texts, allowed_numbers(data)) == ["'87' in 'Accuracy 87%'"]
+
+
+def test_when_skips_shots_for_sections_a_run_lacks(run_with_kg):
+    text = _shots("  - scene: title\n    params: {title: a}\n    duration: 2\n"
+                  "  - scene: distribution_trap\n    when: metrics.distribution is defined\n    duration: 2\n"
+                  ).replace("RUN", str(run_with_kg))
+    data = RunData.load(run_with_kg)
+    assert [s.scene for s in resolve_shots(loads_storyboard(text), data)] == ["title", "distribution_trap"]
+    del data.metrics["distribution"]  # an older run without the easy-vs-hard experiment
+    assert [s.scene for s in resolve_shots(loads_storyboard(text), data)] == ["title"]
+    bad = loads_storyboard(text.replace("is defined", "is definedd"), "bad.yaml")
+    with pytest.raises(DataFileError) as err:
+        resolve_shots(bad, data)
+    assert err.value.line == 9
+
+
+def test_doctests_of_the_video_modules():
+    # pytest collects doctests only under tests/ and library/ (pyproject); run the video
+    # side's here so its examples stay true
+    import doctest
+
+    import scenes.assemble
+    import scenes.build
+    import scenes.resolve
+    import scenes.storyboard
+
+    for mod in (scenes.storyboard, scenes.resolve, scenes.assemble, scenes.build):
+        result = doctest.testmod(mod)
+        assert result.failed == 0 and result.attempted > 0, mod.__name__

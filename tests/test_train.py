@@ -1,0 +1,245 @@
+"""The whole pipeline on the tiny model and the tiny KG: every phase runs a step or two, writes
+valid logs, resumes after a stop without duplicating episodes, and metrics.json agrees with a
+recomputation from episodes.jsonl.
+
+The tiny random model answers garbage, so these tests check plumbing and bookkeeping, not
+accuracy. The pipeline runs once per session (``trained_run``) and the other test modules
+(test_leakage_training.py) reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_KG
+from library.config import ConfigError, load_config
+from library.contracts import Question
+from library.jsonl import write_jsonl_atomic
+from library.kg import KnowledgeGraph
+from library.questions import reference_completion, reference_trace, render_prompt, shuffle_question
+
+pytestmark = [pytest.mark.train, pytest.mark.slow]
+
+# The smallest settings that still exercise every code path (RSFT winners need a correct
+# sample, which the random model never gives: the RSFT test module covers that branch).
+TINY_OVERRIDES = {
+    "model": "tiny",
+    "sft": {"max_steps": 2, "batch_size": 4, "save_steps": 1},
+    "rsft": {"n_prompts": 2, "k_samples": 2, "max_new_tokens": 8, "max_steps": 1, "batch_size": 2, "save_steps": 1},
+    "grpo": {"n_prompts": 2, "prompts_per_step": 1, "num_generations": 2, "max_completion_length": 8,
+             "max_steps": 2, "save_steps": 1},
+    "eval": {"n_eval": 4, "n_train_sample": 2, "batch_size": 8, "max_new_tokens": 8},
+}
+
+
+# ----------------------------------------------------------------------------- tiny data
+def _all_paths(kg: KnowledgeGraph, hops: int) -> list:
+    rng = random.Random(hops)
+    seen = {}
+    for _ in range(3000):
+        path = kg.sample_path(rng, hops)
+        if path is not None:
+            seen.setdefault(tuple(path.entities), path)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _question(kg: KnowledgeGraph, path, split: str, qid: str, rng: random.Random) -> Question:
+    answer = path.entities[-1]
+    others = sorted(e for e in kg.entities if e not in path.entities)
+    order = rng.sample(others, 3)
+    slot = rng.randrange(4)
+    order.insert(slot, answer)
+    options = {letter: kg.label(e) for letter, e in zip("ABCD", order)}
+    letter = "ABCD"[slot]
+    trace = reference_trace(kg, path)
+    text = f"Start at {kg.label(path.entities[0])}. Follow {len(path.edges)} relations. ({len(path.edges)} steps)"
+    return Question(id=qid, split=split, hop_len=len(path.edges), question=text, options=options, answer_star=letter,
+                    path_star=path, prompt=render_prompt(text, options),
+                    ref={"trace": trace, "completion": reference_completion(trace, letter)},
+                    meta={"option_ids": dict(zip("ABCD", order)), "start": path.entities[0],
+                          "chain": [e.rel for e in path.edges]})
+
+
+def write_tiny_data(out: Path) -> Path:
+    """kg.json + the four split files from tests/conftest.py's 14-entity graph (not uniqueness-checked:
+    these questions only feed plumbing tests)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kg.json").write_text(json.dumps(TINY_KG), encoding="utf-8")
+    kg = KnowledgeGraph.from_dict(json.loads(json.dumps(TINY_KG)))
+    rng = random.Random(0)
+    train = [p for h in (1, 2, 3) for p in _all_paths(kg, h)]
+    long = [p for h in (4, 5) for p in _all_paths(kg, h)]
+    train_qs = [_question(kg, p, "train", f"train-{i + 1:05d}", rng) for i, p in enumerate(train)]
+    hard_paths = [p for p in long if len(p.edges) == 4][:2]
+    eval_paths = [p for p in long if p not in hard_paths]
+    eval_qs = [_question(kg, p, "eval", f"eval-{i + 1:04d}", rng) for i, p in enumerate(eval_paths)]
+    hard_qs = [_question(kg, p, "train_hard", f"hard-{i + 1:04d}", rng) for i, p in enumerate(hard_paths)]
+    shuf_rng = random.Random("shuf")
+    write_jsonl_atomic(out / "train.jsonl", train_qs)
+    write_jsonl_atomic(out / "eval.jsonl", eval_qs)
+    write_jsonl_atomic(out / "train_hard.jsonl", hard_qs)
+    write_jsonl_atomic(out / "eval_shuffled.jsonl", [shuffle_question(q, shuf_rng) for q in eval_qs])
+    return out
+
+
+def tiny_config(data_dir: Path, **extra):
+    overrides = json.loads(json.dumps(TINY_OVERRIDES))
+    overrides.update({"data_dir": str(data_dir), "kg_path": str(data_dir / "kg.json"), "threads": None})
+    for key, value in extra.items():
+        if isinstance(value, dict):
+            overrides.setdefault(key, {}).update(value)
+        else:
+            overrides[key] = value
+    return load_config("quick", overrides)
+
+
+_CACHE: dict[str, object] = {}
+
+
+def get_trained_run(tmp_path_factory):
+    """Run the pipeline once per session: stop after SFT, fake a kill inside RSFT's eval, resume."""
+    if "run" in _CACHE:
+        return _CACHE["run"]
+    from library.runs import RunDir
+    from library.train import run_training
+
+    root = tmp_path_factory.mktemp("pipeline")
+    data_dir = write_tiny_data(root / "data")
+    config = tiny_config(data_dir)
+    run_dir = root / "runs" / "tiny"
+    run = run_training(config, run_dir, stop_after="sft")
+    snapshot = {
+        "meta": run.read_meta(),
+        "episodes": [e.model_dump(mode="json") for e in run.read_episodes()],
+    }
+    # a kill during the next phase's eval leaves some of its episodes behind: they must go
+    ghost = dict(snapshot["episodes"][0], phase="rsft", ex_id="train-00001", split="train", completion="ghost")
+    RunDir(run_dir).append_episodes([ghost])
+    run = run_training(config, run_dir, resume=True)
+    _CACHE["run"] = (run, config, snapshot)
+    return _CACHE["run"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return get_trained_run(tmp_path_factory)
+
+
+# ----------------------------------------------------------------------------- tests
+def test_profiles_load_and_reject_typos():
+    quick, full = load_config("quick"), load_config("full")
+    assert quick.sft.lora.r == 16 and quick.sft.lora.alpha == 16 and quick.sft.lora.dropout == 0.05
+    assert quick.sft.learning_rate == 2e-4
+    assert (quick.grpo.learning_rate, quick.grpo.beta, quick.grpo.temperature, quick.grpo.top_p) == (8e-6, 0.05, 0.6, 0.9)
+    assert quick.sft.max_steps < full.sft.max_steps and full.distribution.enabled and not quick.distribution.enabled
+    with pytest.raises(ConfigError):
+        load_config("quick", {"grpo": {"betta": 0.1}})
+    with pytest.raises(ConfigError):
+        load_config("quick", {"grpo": {"reward_preset": "vibes"}})
+    with pytest.raises(ConfigError):
+        load_config("nonexistent-profile")
+
+
+def test_selection_is_balanced_and_disjoint(tmp_path):
+    from library.train import load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir)
+    data = load_data(config)
+    sel = make_selection(config, data)
+    assert sorted(q.hop_len for q in sel.eval) == [4, 4, 5, 5]
+    assert [q.meta["shuffled_from"] for q in sel.eval_shuffled] == [q.id for q in sel.eval]
+    pool = {q.id for q in sel.grpo_pool}
+    assert len(pool) == 2 and not pool & {q.id for q in sel.sft}
+    assert {q.split for q in sel.sft + sel.grpo_pool + sel.rsft_prompts} <= {"train", "train_hard"}
+    assert make_selection(config, load_data(config)).summary() == sel.summary()  # deterministic
+
+
+def test_pipeline_completes_with_valid_logs(trained):
+    from library.contracts import Episode
+
+    run, config, _ = trained
+    meta = run.read_meta()
+    assert meta["phases_completed"] == ["base", "sft", "rsft", "grpo"]
+    assert meta["status"] == "complete"
+    for key in ("run_id", "created", "profile", "model", "seed", "hyperparameters", "reward", "library_version",
+                "data", "platform", "config"):
+        assert key in meta, key
+    assert set(meta["data"]) == {"train.jsonl", "eval.jsonl", "train_hard.jsonl", "eval_shuffled.jsonl", "kg.json"}
+    assert all(len(h) == 64 for h in meta["data"].values())
+    assert meta["hyperparameters"]["grpo"]["beta"] == 0.05
+    assert meta["model"]["spec"]["spec"] == "tiny"
+    metrics = run.read_metrics()
+    for phase in ("base", "sft", "rsft", "grpo"):
+        for split in ("eval", "eval_shuffled", "train_sample"):
+            block = metrics[split][phase]
+            assert block["n"] == (4 if split != "train_sample" else 2)
+            assert 0.0 <= block["accuracy"] <= 1.0
+        assert phase == "base" or metrics["timings"][phase] > 0
+        assert metrics["timings"][f"{phase}_eval"] > 0
+    assert [p["step"] for p in metrics["curves"]["sft"]] == [1, 2]
+    assert [p["step"] for p in metrics["curves"]["grpo"]] == [1, 2]
+    assert all("reward_total" in p for p in metrics["curves"]["grpo"])
+    assert metrics["resources"]["peak_rss_mb"] > 0
+    episodes = run.read_episodes()
+    assert all(isinstance(e, Episode) for e in episodes)
+    grpo_rollouts = [e for e in episodes if e.phase == "grpo" and getattr(e, "kind", None) == "rollout"]
+    assert len(grpo_rollouts) == 2 * 1 * 2  # steps x prompts x group
+    assert sorted({e.step for e in grpo_rollouts}) == [1, 2]
+    assert sorted(e.sample_idx for e in grpo_rollouts if e.step == 1) == [0, 1]
+    rsft_rollouts = [e for e in episodes if e.phase == "rsft" and getattr(e, "kind", None) == "rollout"]
+    assert len(rsft_rollouts) == 2 * 2
+
+
+def test_resume_drops_partial_episodes_and_never_duplicates(trained):
+    run, _, snapshot = trained
+    episodes = [e.model_dump(mode="json") for e in run.read_episodes()]
+    assert not [e for e in episodes if e["completion"] == "ghost"]
+    # what existed before the stop is still there, unchanged and once
+    before = [json.dumps(e, sort_keys=True) for e in snapshot["episodes"]]
+    after = [json.dumps(e, sort_keys=True) for e in episodes]
+    assert after[: len(before)] == before
+    keys = [(e["phase"], e["split"], e["ex_id"], e["step"], e.get("sample_idx"), e.get("kind")) for e in episodes]
+    assert len(keys) == len(set(keys)), "duplicate episodes after resume"
+    assert snapshot["meta"]["phases_completed"] == ["base", "sft"]
+    assert run.read_meta().get("resumed")
+
+
+def test_metrics_equal_recomputation_from_episodes(trained):
+    from library.evaluate import metrics_from_episodes
+    from library.train import EPISODE_SPLIT
+
+    run, _, _ = trained
+    metrics = run.read_metrics()
+    episodes = run.read_episodes()
+    for split_key, episode_split in EPISODE_SPLIT.items():
+        for phase in ("base", "sft", "rsft", "grpo"):
+            eps = [e for e in episodes if e.phase == phase and e.split == episode_split
+                   and getattr(e, "kind", None) != "rollout"]
+            assert eps, (split_key, phase)
+            recomputed = metrics_from_episodes(eps)
+            assert json.loads(json.dumps(recomputed)) == metrics[split_key][phase], (split_key, phase)
+
+
+def test_existing_run_needs_resume_flag_and_same_settings(trained):
+    from library.train import ResumeError, run_training
+
+    run, config, _ = trained
+    with pytest.raises(ResumeError):
+        run_training(config, run.path)
+    changed = config.model_copy(update={"seed": config.seed + 1})
+    with pytest.raises(ResumeError):
+        run_training(changed, run.path, resume=True)
+
+
+def test_resume_of_a_complete_run_is_a_no_op(trained):
+    from library.train import run_training
+
+    run, config, _ = trained
+    size = run.episodes_path.stat().st_size
+    run_training(config, run.path, resume=True)
+    assert run.episodes_path.stat().st_size == size
