@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import sys
 import tempfile
 import time
@@ -25,6 +27,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its waited-for children (render workers, ffmpeg, espeak):
+    a load-independent cost, since wall time on a shared 2-core machine depends on neighbours."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def fixture_run(root: Path) -> Path:
@@ -83,11 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     run = run or fixture_run(work / "runs")
     results: dict = {"run": str(run), "storyboard": str(args.storyboard), "size": args.size, "fps": args.fps, "jobs": args.jobs}
 
+    c, load0 = cpu_seconds(), os.getloadavg()[0]
     t = time.perf_counter()
     fast = build(args.storyboard, run=run, size=size, fps=args.fps, jobs=args.jobs, out_dir=work / "fast",
                  cache_dir=work / "fast" / "cache")
     fast_wall = time.perf_counter() - t
-    results["fast"] = {"wall_s": round(fast_wall, 2), "video_s": round(fast.video_seconds, 2),
+    fast_cpu = cpu_seconds() - c
+    results["fast"] = {"wall_s": round(fast_wall, 2), "cpu_s": round(fast_cpu, 1),
+                       "load_avg_1min_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)], "video_s": round(fast.video_seconds, 2),
                        "s_per_video_s": round(fast_wall / fast.video_seconds, 3),
                        "stages_s": {k: round(v, 2) for k, v in fast.stages.items()}, "clips": fast.clips_total,
                        "output": str(fast.output)}
@@ -104,9 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.skip_naive:
         sb = args.naive_storyboard or args.storyboard
+        c, load0 = cpu_seconds(), os.getloadavg()[0]
         naive_wall, naive_video = naive_build(sb, run, work, size, args.fps)
         per = naive_wall / naive_video
         results["naive"] = {"storyboard": str(sb), "wall_s": round(naive_wall, 2), "video_s": round(naive_video, 2),
+                            "cpu_s": round(cpu_seconds() - c, 1),
+                            "load_avg_1min_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
                             "s_per_video_s": round(per, 3)}
         results["speedup"] = round(per / (fast_wall / fast.video_seconds), 2)
         print(f"naive: {naive_wall:7.1f} s for {naive_video:.1f} s of video = {per:.2f} s per video-second", flush=True)

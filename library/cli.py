@@ -150,7 +150,8 @@ def main() -> None:
     try:
         app()
     except DataFileError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        # plain print: rich would wrap a long "file:line: message" at 80 columns off a terminal
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
 
 

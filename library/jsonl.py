@@ -18,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 from library.errors import DataFileError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -29,6 +31,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus umask)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -239,7 +239,7 @@ def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int 
             if c not in found and c != start and c not in reach and kg.type_of(c) == want:
                 found[c] = source
 
-    # Tier 1: break the chain at exactly one hop, then follow the rest of it faithfully.
+    # Tier 0: break the chain at exactly one hop, then follow the rest of it faithfully.
     for i, rel in enumerate(chain):
         rest = chain[i + 1:]
         for e in kg.out_edges(entities[i]):
@@ -253,12 +253,12 @@ def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int 
             for sibling in kg.successors(other_src, rel):
                 if sibling != entities[i + 1]:
                     offer(kg.reach(sibling, rest), "sibling")
-    # Tier 2: one step off the path.
+    # Tier 1: one step off the path.
     offer(entities[1:-1], "stop_early")
     offer([e.dst for e in kg.out_edges(answer)], "overshoot")
     for ent in entities:
         offer(idx.neighbours(ent), "neighbour")
-    # Tier 3: same type at small undirected distance from the path, nearest first.
+    # Tier d: same type at undirected distance d >= 2 from the path, nearest first.
     seen = set(entities)
     frontier = sorted(seen)
     for dist in range(1, max_distance + 1):
@@ -394,15 +394,18 @@ def verify_unique(kg: KnowledgeGraph, question: Question) -> bool:
     return reachable == [question.answer_star]
 
 
-def shuffle_question(question: Question, rng: random.Random) -> Question:
+def shuffle_question(question: Question, rng: random.Random, answer_slot: int | None = None) -> Question:
     """The same question with its options permuted and the answer letter moved.
 
-    The answer always lands on a different letter, so the copy measures position bias
-    rather than repeating half the originals; the answer text is unchanged.
+    The answer always lands on a different letter (``answer_slot`` if given, else a random
+    other one), so the copy measures position bias rather than repeating a quarter of the
+    originals; the answer text is unchanged.
     """
     letters = list(LETTERS)
     old = letters.index(question.answer_star)
-    new = (old + rng.randint(1, 3)) % 4
+    new = (old + rng.randint(1, 3)) % 4 if answer_slot is None else answer_slot
+    if new == old:
+        raise ValueError("a shuffled copy must move the answer to another letter")
     others = [question.options[x] for x in letters if x != question.answer_star]
     rng.shuffle(others)
     order = list(others)
@@ -731,7 +734,8 @@ class DatasetStats:
     generation_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        # the wall time is left out so that stats.json, like the splits, is byte-identical per seed
+        return {k: v for k, v in self.__dict__.items() if k != "generation_seconds"}
 
     @property
     def all_verified(self) -> bool:
@@ -791,8 +795,16 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
     finally:
         for bar in bars.values():
             bar.close()
+    # Shuffled copy: each answer moves to the least used other letter so far (ties broken by
+    # the rng), which keeps the copy's letters as balanced as the original's.
     shuf_rng = random.Random(f"{config.seed}:eval_shuffled")
-    shuffled = [shuffle_question(q, shuf_rng) for q in eval_qs]
+    used: Counter[int] = Counter()
+    shuffled = []
+    for q in eval_qs:
+        others = [i for i in range(4) if LETTERS[i] != q.answer_star]
+        slot = min(others, key=lambda i: (used[i], shuf_rng.random()))
+        used[slot] += 1
+        shuffled.append(shuffle_question(q, shuf_rng, answer_slot=slot))
     splits = {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled}
 
     verified = {name: [sum(verify_unique(kg, q) for q in qs), len(qs)] for name, qs in splits.items()}

@@ -378,7 +378,8 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                                            adapter_dir=adapter_dir, seed=config.seed, resume=True)
                 info = {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
                         "seconds": res.seconds, "resumed_from": res.resumed_from,
-                        "trainable_params": res.trainable_params, "total_params": res.total_params}
+                        "trainable_params": res.trainable_params, "total_params": res.total_params,
+                        "ex_ids": [q.id for q in selection.sft]}  # what SFT trained on, for audits
             elif phase == "rsft":
                 start = load_adapter(base, adapter_root / "sft", trainable=True)
                 reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
@@ -389,6 +390,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                         "n_dropped_wrong": res.n_dropped_wrong, "sample_accuracy": res.sample_accuracy,
                         "seconds_sampling": res.seconds_sampling, "seconds_training": res.seconds_training,
                         "reused_rollouts": res.reused_rollouts, "distribution": config.rsft.distribution,
+                        "winner_ids": res.winner_ids,
                         "curve": res.train.curve if res.train else [], "steps": res.train.steps if res.train else 0,
                         **res.extra}
             elif phase == "grpo":
@@ -406,7 +408,8 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
             _mark_trained(ckpt_dir, info)
             metrics["curves"][phase] = info.get("curve", [])
             metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
-            metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items() if k != "curve"}
+            metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
+                                                         if k not in ("curve", "ex_ids", "winner_ids")}
             console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
 
         t1 = time.perf_counter()

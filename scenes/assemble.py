@@ -22,6 +22,7 @@ path (``assemble_naive``) exists only for ``benchmarks/render.py``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import textwrap
@@ -105,11 +106,35 @@ def caption_style(width: int, height: int) -> CaptionStyle:
 def caption_pages(text: str, max_chars: int, lines_per_page: int = 2) -> list[list[str]]:
     """Word-wrapped caption pages (never breaking a word) of at most ``lines_per_page`` lines.
 
+    Whole sentences are packed onto a page while they fit, so a page rarely ends mid-sentence;
+    a sentence longer than a page is split across pages at line breaks.
+
+    >>> caption_pages("5 hops. Before: check the clock offset. After GRPO: restart the service.", 26)
+    [['5 hops. Before: check the', 'clock offset.'], ['After GRPO: restart the', 'service.']]
     >>> caption_pages("accuracy rose from 33% to 100% on four-hop questions", 20)
     [['accuracy rose from', '33% to 100% on'], ['four-hop questions']]
     """
-    lines = textwrap.wrap(" ".join(text.split()), width=max_chars, break_long_words=False, break_on_hyphens=False)
-    return [lines[i:i + lines_per_page] for i in range(0, len(lines), lines_per_page)]
+    def wrap(t: str) -> list[str]:
+        return textwrap.wrap(t, width=max_chars, break_long_words=False, break_on_hyphens=False)
+
+    sentences = re.split(r"(?<=[.!?])\s+", " ".join(text.split()))
+    pages: list[list[str]] = []
+    chunk = ""
+    for sentence in filter(None, sentences):
+        joined = f"{chunk} {sentence}".strip()
+        if len(wrap(joined)) <= lines_per_page:
+            chunk = joined
+            continue
+        if chunk:
+            pages.append(wrap(chunk))
+        lines = wrap(sentence)
+        while len(lines) > lines_per_page:  # a sentence longer than one page
+            pages.append(lines[:lines_per_page])
+            lines = lines[lines_per_page:]
+        chunk = " ".join(lines)
+    if chunk:
+        pages.append(wrap(chunk))
+    return pages
 
 
 def _ass_time(t: float) -> str:

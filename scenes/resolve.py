@@ -320,6 +320,17 @@ def parse_claims(trace: str, kg: KnowledgeGraph) -> list[tuple[str, str, str]]:
     return claims
 
 
+def trace_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]:
+    """Claimed edges of a trace, read by the reward's own parser (``library.reward``, torch-free)
+    so the video marks exactly the claims the reward judged; ``parse_claims`` (the strict
+    trace-format reader above) if that module is unavailable."""
+    try:
+        from library.reward import extract_claims
+    except ImportError:
+        return parse_claims(trace, kg)
+    return extract_claims(kg, trace)
+
+
 # --------------------------------------------------------------------------- payload builders
 
 
@@ -341,7 +352,7 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
             raise ShotError(f"question {q.id} names entity {eid!r} that is not in {data.kg_path}")
     cap = max(int(params.get("max_nodes", MAX_KG_NODES)), len(path))
     mentioned = [m for m in dict.fromkeys(ep.parsed.trace_entities) if m in kg.entities]
-    wrong = [(s, r, d) for s, r, d in parse_claims(ep.parsed.trace_text, kg) if not kg.has_edge(s, r, d)]
+    wrong = [(s, r, d) for s, r, d in trace_claims(kg, ep.parsed.trace_text) if not kg.has_edge(s, r, d)]
     nodes: list[str] = list(path)
     for extra in mentioned + [x for s, _, d in wrong for x in (s, d)]:
         if extra not in nodes and len(nodes) < cap:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,33 @@ def test_cli_reports_storyboard_errors(tmp_path):
     assert result.exit_code == 2
     # rich wraps long lines: compare without whitespace
     assert f"{bad}:4:" in "".join(result.output.split())
+
+
+def test_build_side_imports_neither_torch_nor_manim():
+    # the parent process stays light: manim loads only in the spawned render workers
+    code = ("import sys, scenes.build, scenes.cli, scenes.assemble, scenes.narration; "
+            "bad = [m for m in ('torch', 'manim') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_narration_is_cached_by_text_and_timed_from_the_wav(tmp_path):
+    from scenes.narration import synthesize
+
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("needs espeak-ng")
+    a = synthesize("The graph checks every hop.", tmp_path)
+    again = synthesize("The graph checks every hop.", tmp_path)
+    longer = synthesize("The graph checks every hop, one after another, until the answer.", tmp_path)
+    assert again.path == a.path and again.path.stat().st_mtime_ns == a.path.stat().st_mtime_ns
+    assert longer.key != a.key and longer.seconds > a.seconds > 0.5
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({a.path.name, longer.path.name})  # no temp files
+
+
+def test_missing_tts_engine_is_a_clear_error(built, tmp_path, monkeypatch):
+    import scenes.narration as narration
+    from scenes.narration import NarrationError
+
+    monkeypatch.setattr(narration.shutil, "which", lambda name: None)
+    with pytest.raises(NarrationError, match="--no-voice"):
+        build(SHORT, run=built["run"], out_dir=tmp_path, cache_dir=tmp_path / "cache", **TINY)

@@ -193,9 +193,12 @@ def test_when_skips_shots_for_sections_a_run_lacks(run_with_kg):
     assert [s.scene for s in resolve_shots(loads_storyboard(text), data)] == ["title", "distribution_trap"]
     del data.metrics["distribution"]  # an older run without the easy-vs-hard experiment
     assert [s.scene for s in resolve_shots(loads_storyboard(text), data)] == ["title"]
-    bad = loads_storyboard(text.replace("is defined", "is definedd"), "bad.yaml")
-    with pytest.raises(DataFileError) as err:
-        resolve_shots(bad, data)
+    with pytest.raises(DataFileError) as err:  # an unknown jinja test fails at load time
+        loads_storyboard(text.replace("is defined", "is definedd"), "bad.yaml")
+    assert err.value.line == 9 and "definedd" in str(err.value)
+    undefined = loads_storyboard(text.replace("metrics.distribution is defined", "metrics.distribution.hard.n > 2"), "u.yaml")
+    with pytest.raises(DataFileError) as err:  # ...and a strict-undefined name at resolve time
+        resolve_shots(undefined, data)
     assert err.value.line == 9
 
 

@@ -1,0 +1,121 @@
+"""Generation throughput: plain ``model.generate`` against ``library.generate`` in one run.
+
+Usage::
+
+    .venv/bin/python benchmarks/generation.py                 # embedded SmolLM2-135M (minutes)
+    .venv/bin/python benchmarks/generation.py --model tiny    # smoke run (seconds)
+
+Cases (same prompts, same max_new_tokens, 2 threads): greedy and sampled at batch 8 and 32
+distinct prompts, and group sampling (4 prompts x 8 samples, what RSFT/GRPO do). Throughput is
+total generated tokens per second over the batch, counting each sequence up to and including
+its eos (tokens after eos are padding, not work). Cases alternate plain/ours so that load from
+other processes on this shared machine hits both alike; the greedy outputs are compared too
+(they must be identical). Prompts are the ``prompt`` field of data/eval.jsonl when it exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from library.generate import GenerationStats, generate  # noqa: E402
+from library.model import format_prompt, load_model  # noqa: E402
+
+
+def load_prompts(n: int) -> list[str]:
+    path = REPO / "data" / "eval.jsonl"
+    if path.exists():
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = [rec["prompt"] for rec in lines]
+    else:
+        texts = [f"Start at TLS handshake error. It is caused by something, which is fixed by what? ({i})\n"
+                 "A) renew the certificate\nB) restart the service\nC) sync clocks with NTP\nD) openssl\n"
+                 "Answer in two lines:\nTRACE: <the path>\nANSWER: <letter>" for i in range(n)]
+    return (texts * (n // max(1, len(texts)) + 1))[:n]
+
+
+def count_new_tokens(rows: torch.Tensor, eos_ids: set[int]) -> int:
+    total = 0
+    for row in rows.tolist():
+        for i, tok in enumerate(row):
+            if tok in eos_ids:
+                total += i + 1
+                break
+        else:
+            total += len(row)
+    return total
+
+
+@torch.inference_mode()
+def plain(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int):
+    """Plain ``model.generate`` on the whole batch (each prompt repeated n times by HF)."""
+    enc = tok([format_prompt(tok, t) for t in texts], return_tensors="pt", padding=True)
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample, num_return_sequences=n,
+                         temperature=0.6 if do_sample else None, top_p=0.9 if do_sample else None,
+                         top_k=None, pad_token_id=tok.pad_token_id)
+    seconds = time.perf_counter() - start
+    new = out[:, enc["input_ids"].shape[1]:]
+    eos = {tok.eos_token_id}
+    texts_out = [tok.decode(r, skip_special_tokens=True).strip() for r in new]
+    return count_new_tokens(new, eos), seconds, texts_out
+
+
+def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int):
+    stats = GenerationStats()
+    out = generate(model, tok, texts, max_new_tokens=max_new_tokens, do_sample=do_sample, num_return_sequences=n,
+                   batch_size=len(texts) * n, seed=seed, progress=False, stats=stats)
+    return stats.new_tokens, stats.seconds, [t for group in out for t in group]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--cases", default="greedy8,sampled8,greedy32,sampled32,group4x8",
+                        help="comma list of greedy<B>, sampled<B>, group<P>x<N>")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model, tok = load_model(args.model)
+    prompts = load_prompts(64)
+    # Warm-up (first calls allocate and pick kernels).
+    ours(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+    plain(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+
+    print(f"model={args.model} threads={args.threads} max_new_tokens={args.max_new_tokens}")
+    print(f"{'case':<12} {'plain tok/s':>12} {'ours tok/s':>11} {'ratio':>6}  notes")
+    results = []
+    for case in args.cases.split(","):
+        if case.startswith("group"):
+            p, n = (int(x) for x in case[len("group"):].split("x"))
+            do_sample = True
+        else:
+            do_sample = case.startswith("sampled")
+            p, n = int(case.lstrip("greedysampled")), 1
+        texts = prompts[:p]
+        kw = dict(n=n, do_sample=do_sample, max_new_tokens=args.max_new_tokens, seed=0)
+        tok_p, sec_p, out_p = plain(model, tok, texts, **kw)
+        tok_o, sec_o, out_o = ours(model, tok, texts, **kw)
+        rate_p, rate_o = tok_p / sec_p, tok_o / sec_o
+        note = ""
+        if not do_sample:
+            same = sum(a == b for a, b in zip(out_p, out_o))
+            note = f"greedy outputs identical: {same}/{len(out_p)}"
+        print(f"{case:<12} {rate_p:>12.1f} {rate_o:>11.1f} {rate_o / rate_p:>5.2f}x  {note}", flush=True)
+        results.append({"case": case, "plain_tok_s": rate_p, "ours_tok_s": rate_o, "ratio": rate_o / rate_p,
+                        "plain_tokens": tok_p, "ours_tokens": tok_o})
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

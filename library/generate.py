@@ -1,0 +1,352 @@
+"""Batched generation on CPU, faster than ``model.generate`` for our workloads.
+
+What makes it faster (measured in ``benchmarks/generation.py``):
+
+- **Prompt de-duplication for groups.** RSFT/GRPO draw ``num_return_sequences`` samples per
+  prompt. ``model.generate`` runs the prompt through the model once per sample; here each unique
+  prompt is prefilled once and its KV cache is copied to the group. Prompts (~130 tokens) are
+  longer than completions (<=64), so prefill is most of the compute this saves.
+- **A preallocated KV cache.** transformers' ``DynamicCache`` grows by ``torch.cat`` at every
+  step, copying the whole cache of all 30 layers per token; :class:`_PreallocLayer` writes
+  the new key/value into a buffer sized prompt + ``max_new_tokens`` and attends over a view.
+- **Dropping finished rows.** When a quarter of the rows in a batch have emitted ``<|im_end|>``
+  they are removed from the batch (cache, mask, positions), so short answers stop costing
+  compute; the loop ends as soon as every row is done.
+- **Exact top-p without a full-vocabulary sort.** Sorting 49,152 logits per row per step is the
+  most expensive part of HF's sampling; we take the top 256 first and only fall back to a full
+  sort for rows whose top-256 mass is below ``top_p``, which yields the same nucleus.
+- **Length-sorted batching** (less left padding), ``torch.inference_mode``, only the last
+  position's logits (``logits_to_keep=1``).
+- **LoRA merged for generation.** A peft model is merged into a copy of its weights
+  (``merge_and_unload`` on a deep copy, ~0.5 s) so each step runs 7 fewer small matmul chains
+  per layer; the trained model is not touched (no merge/unmerge rounding drift).
+
+Greedy output equals ``model.generate(do_sample=False)`` (tested on the tiny model). Sampling
+follows the same distribution as HF (temperature, then top-p, then multinomial) but draws from
+its own ``torch.Generator`` seeded per batch, so results are reproducible under ``seed`` for the
+same inputs and ``batch_size``, but are not the same draws as ``model.generate``.
+
+>>> from library.model import load_model
+>>> model, tok = load_model("tiny")
+>>> outs = generate(model, tok, ["Hello", "Hi there"], max_new_tokens=4, progress=False)
+>>> len(outs), [len(o) for o in outs]
+(2, [1, 1])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from library.model import format_prompt
+
+#: Candidates kept before the exact top-p cut; rows whose top-k mass is below top_p fall back
+#: to a full sort, so this only affects speed, never the distribution.
+TOPK_PREFILTER = 256
+
+
+@dataclass
+class Completion:
+    """One generated sample: decoded ``text`` (special tokens removed) and its token ids.
+
+    ``token_ids`` includes the final eos when the model emitted one (``finished``); that is
+    what a policy-gradient loss should score. ``prompt_ids`` are the prompt's tokens (no padding).
+    """
+
+    text: str
+    token_ids: list[int]
+    finished: bool
+    prompt_ids: list[int] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class GenerationStats:
+    """Counters of one :func:`generate_completions` call (for benchmarks and logs)."""
+
+    prompts: int = 0
+    sequences: int = 0
+    new_tokens: int = 0          # tokens actually generated (eos included, padding not)
+    prefill_tokens: int = 0      # prompt tokens run through the model (after de-duplication)
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+class _PreallocLayer(DynamicLayer):
+    """A KV-cache layer over a preallocated buffer: in-place writes instead of ``torch.cat``."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int):
+        super().__init__()
+        self.kbuf, self.vbuf, self.n = keys, values, length
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self.kbuf[:, :, : self.n]
+        self.values = self.vbuf[:, :, : self.n]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        step = key_states.shape[-2]
+        if self.n + step > self.kbuf.shape[2]:
+            raise RuntimeError("preallocated KV cache is full (max_new_tokens exceeded)")
+        self.kbuf[:, :, self.n : self.n + step] = key_states
+        self.vbuf[:, :, self.n : self.n + step] = value_states
+        self.n += step
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.kbuf = self.kbuf.index_select(0, indices)
+        self.vbuf = self.vbuf.index_select(0, indices)
+        self._views()
+
+
+def _expand_cache(cache: DynamicCache, repeats: int, extra: int) -> DynamicCache:
+    """A preallocated cache holding ``cache``'s prefix, each row repeated ``repeats`` times."""
+    out = DynamicCache()
+    layers = []
+    for layer in cache.layers:
+        k, v = layer.keys, layer.values
+        b, h, t, d = k.shape
+        kbuf = k.new_empty(b * repeats, h, t + extra, d)
+        vbuf = v.new_empty(b * repeats, h, t + extra, d)
+        kbuf[:, :, :t] = k.repeat_interleave(repeats, dim=0) if repeats > 1 else k
+        vbuf[:, :, :t] = v.repeat_interleave(repeats, dim=0) if repeats > 1 else v
+        layers.append(_PreallocLayer(kbuf, vbuf, t))
+    out.layers = layers
+    return out
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> torch.Tensor:
+    """Temperature + exact nucleus (top-p) sampling, one token per row.
+
+    Keeps, in descending probability order, every token whose preceding cumulative mass is
+    below ``top_p`` (the smallest set reaching ``top_p``, at least one token) - the same set as
+    transformers' ``TopPLogitsWarper``.
+    """
+    logits = logits.float() / max(temperature, 1e-5)
+    logprobs = torch.log_softmax(logits, dim=-1)
+    k = min(TOPK_PREFILTER, logits.shape[-1])
+    top_lp, top_idx = torch.topk(logprobs, k, dim=-1)
+    if top_p < 1.0 and bool((top_lp.exp().sum(-1) >= top_p).all()):
+        probs = top_lp.exp()
+        idx = top_idx
+    else:  # rare (flat distributions) or top_p == 1: the whole vocabulary
+        probs, idx = torch.sort(logprobs.exp(), dim=-1, descending=True)
+    if top_p < 1.0:
+        before = probs.cumsum(-1) - probs
+        probs = torch.where(before < top_p, probs, torch.zeros_like(probs))
+    choice = torch.multinomial(probs, 1, generator=generator)
+    return idx.gather(-1, choice).squeeze(-1)
+
+
+@contextlib.contextmanager
+def generation_model(model, merge_lora: bool = True) -> Iterator[torch.nn.Module]:
+    """The model to generate with: a merged copy for a peft (LoRA) model, else the model itself.
+
+    The copy is made per call so training weights are never modified; it is freed on exit.
+    """
+    is_peft = hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
+    if not (merge_lora and is_peft):
+        yield model
+        return
+    merged = copy.deepcopy(model).merge_and_unload()
+    merged.eval()
+    try:
+        yield merged
+    finally:
+        del merged
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen_eos, int):
+        ids.add(gen_eos)
+    elif gen_eos:
+        ids.update(gen_eos)
+    return sorted(i for i in ids if i is not None)
+
+
+def _batches(order: list[int], per_batch: int) -> list[list[int]]:
+    return [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
+
+
+@torch.inference_mode()
+def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new_tokens: int, do_sample: bool,
+                    temperature: float, top_p: float, eos_ids: list[int], pad_id: int,
+                    generator: torch.Generator) -> tuple[list[list[int]], list[bool]]:
+    """Generate for one batch of unique prompts, ``repeats`` rows each; returns ids per row."""
+    device = next(model.parameters()).device
+    b = len(prompt_ids)
+    width = max(len(p) for p in prompt_ids)
+    input_ids = torch.full((b, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, width), dtype=torch.long)
+    for row, ids in enumerate(prompt_ids):  # left padding
+        input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+        mask[row, width - len(ids):] = 1
+    input_ids, mask = input_ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    # No attention mask when nothing is padded: SDPA then takes its causal fast path.
+    padded = bool((mask == 0).any())
+    cache = DynamicCache()
+    out = model(input_ids=input_ids, attention_mask=mask if padded else None, position_ids=positions,
+                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    logits = out.logits[:, -1, :]
+    cache = _expand_cache(cache, repeats, max_new_tokens)
+    if repeats > 1:
+        logits = logits.repeat_interleave(repeats, dim=0)
+        mask = mask.repeat_interleave(repeats, dim=0)
+        positions = positions.repeat_interleave(repeats, dim=0)
+    rows = b * repeats
+    last_pos = positions[:, -1:]
+    eos = torch.tensor(eos_ids, device=device)
+
+    tokens: list[list[int]] = [[] for _ in range(rows)]
+    finished = [False] * rows
+    alive = torch.arange(rows, device=device)  # original row of each current batch row
+    done_now = torch.zeros(rows, dtype=torch.bool, device=device)
+    full_mask = torch.cat([mask, mask.new_ones(rows, max_new_tokens)], dim=1) if padded else None
+    seen = width
+    for step in range(max_new_tokens):
+        if do_sample:
+            nxt = _sample(logits, temperature, top_p, generator)
+        else:
+            nxt = logits.argmax(-1)
+        nxt_list = nxt.tolist()
+        is_eos = torch.isin(nxt, eos)
+        for i, (row, tok) in enumerate(zip(alive.tolist(), nxt_list)):
+            if not done_now[i]:
+                tokens[row].append(tok)
+        done_now = done_now | is_eos
+        for i in torch.nonzero(is_eos).flatten().tolist():
+            finished[alive[i].item()] = True
+        if bool(done_now.all()) or step == max_new_tokens - 1:
+            break
+        # Drop finished rows once they are a quarter of the batch: each drop copies the cache
+        # once, so doing it for every single finished row would cost more than it saves.
+        n_done = int(done_now.sum())
+        if n_done and n_done * 4 >= len(alive):
+            keep = torch.nonzero(~done_now).flatten()
+            for layer in cache.layers:
+                layer.batch_select_indices(keep)
+            alive, nxt, last_pos = alive[keep], nxt[keep], last_pos[keep]
+            done_now = done_now[keep]
+            if full_mask is not None:
+                full_mask = full_mask[keep]
+        seen += 1
+        last_pos = last_pos + 1
+        out = model(input_ids=nxt.unsqueeze(-1), attention_mask=full_mask[:, :seen] if full_mask is not None else None,
+                    position_ids=last_pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        logits = out.logits[:, -1, :]
+    return tokens, finished
+
+
+def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int = 64,
+                         do_sample: bool = False, temperature: float = 0.6, top_p: float = 0.9,
+                         num_return_sequences: int = 1, batch_size: int = 16, seed: int = 0,
+                         progress: bool = True, chat: bool = True, merge_lora: bool = True,
+                         stats: GenerationStats | None = None) -> list[list[Completion]]:
+    """Like :func:`generate` but returns :class:`Completion` objects (text + token ids).
+
+    ``batch_size`` counts generated rows: a batch holds ``max(1, batch_size // n)`` unique
+    prompts times ``n = num_return_sequences`` samples. ``chat=False`` takes ``user_texts`` as
+    already formatted prompt strings.
+    """
+    from tqdm.auto import tqdm
+
+    if num_return_sequences < 1:
+        raise ValueError("num_return_sequences must be >= 1")
+    if not do_sample and num_return_sequences > 1:
+        raise ValueError("greedy decoding gives identical samples; set do_sample=True for num_return_sequences > 1")
+    start = time.perf_counter()
+    texts = [format_prompt(tokenizer, t) if chat else t for t in user_texts]
+    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    # Unique prompts only: duplicates in user_texts share one prefill as well.
+    unique: dict[tuple[int, ...], int] = {}
+    for ids in encoded:
+        unique.setdefault(tuple(ids), len(unique))
+    unique_ids = [list(k) for k in unique]
+    n = num_return_sequences
+    per_batch = max(1, batch_size // n)
+    order = sorted(range(len(unique_ids)), key=lambda i: (len(unique_ids[i]), i))
+    batches = _batches(order, per_batch)
+    eos_ids = _eos_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    results: dict[int, list[Completion]] = {}
+    with generation_model(model, merge_lora) as gen_model:
+        bar = tqdm(total=len(unique_ids) * n, disable=not progress, desc="generate", unit="seq")
+        for index, batch in enumerate(batches):
+            # One generator per batch, seeded from (seed, batch index): reproducible, and a
+            # batch's draws do not depend on how many tokens earlier batches consumed.
+            generator = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + index)
+            prompt_ids = [unique_ids[i] for i in batch]
+            tokens, finished = _generate_batch(
+                gen_model, prompt_ids, repeats=n, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                temperature=temperature, top_p=top_p, eos_ids=eos_ids, pad_id=pad_id, generator=generator)
+            for j, u in enumerate(batch):
+                rows = range(j * n, (j + 1) * n)
+                decoded = tokenizer.batch_decode([tokens[r] for r in rows], skip_special_tokens=True)
+                results[u] = [Completion(text=decoded[k].strip(), token_ids=tokens[r], finished=finished[r],
+                                         prompt_ids=unique_ids[u]) for k, r in enumerate(rows)]
+                if stats is not None:
+                    stats.new_tokens += sum(len(tokens[r]) for r in rows)
+            if stats is not None:
+                stats.prefill_tokens += sum(len(p) for p in prompt_ids)
+            bar.update(len(batch) * n)
+        bar.close()
+    if stats is not None:
+        stats.prompts += len(encoded)
+        stats.sequences += len(encoded) * n
+        stats.seconds += time.perf_counter() - start
+    return [results[unique[tuple(ids)]] for ids in encoded]
+
+
+def generate(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int = 64, do_sample: bool = False,
+             temperature: float = 0.6, top_p: float = 0.9, num_return_sequences: int = 1, batch_size: int = 16,
+             seed: int = 0, progress: bool = True, chat: bool = True, merge_lora: bool = True,
+             stats: GenerationStats | None = None) -> list[list[str]]:
+    """Completions for each user text: ``out[i]`` is a list of ``num_return_sequences`` strings.
+
+    The texts are wrapped in the chat template (:func:`library.model.format_prompt`) unless
+    ``chat=False``. Output order follows ``user_texts`` whatever the internal batching.
+    Greedy by default (evaluation); ``do_sample=True`` for rollouts.
+
+    >>> from library.model import load_model
+    >>> model, tok = load_model("tiny")
+    >>> outs = generate(model, tok, ["Q1", "Q2"], do_sample=True, num_return_sequences=3,
+    ...                 max_new_tokens=3, progress=False)
+    >>> [len(o) for o in outs]
+    [3, 3]
+    """
+    completions = generate_completions(
+        model, tokenizer, user_texts, max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature,
+        top_p=top_p, num_return_sequences=num_return_sequences, batch_size=batch_size, seed=seed,
+        progress=progress, chat=chat, merge_lora=merge_lora, stats=stats)
+    return [[c.text for c in group] for group in completions]
+
+
+def flatten(groups: list[list[str]]) -> list[str]:
+    """``[[a1, a2], [b1, b2]] -> [a1, a2, b1, b2]`` (the order TRL's GRPO uses for groups).
+
+    >>> flatten([["a1", "a2"], ["b1", "b2"]])
+    ['a1', 'a2', 'b1', 'b2']
+    """
+    return [text for group in groups for text in group]
