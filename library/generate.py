@@ -134,25 +134,30 @@ def _expand_cache(cache: DynamicCache, repeats: int, extra: int) -> DynamicCache
     return out
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> torch.Tensor:
-    """Temperature + exact nucleus (top-p) sampling, one token per row.
+def _nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Temperature + exact nucleus (top-p): unnormalised kept probabilities and their token ids.
 
     Keeps, in descending probability order, every token whose preceding cumulative mass is
     below ``top_p`` (the smallest set reaching ``top_p``, at least one token) - the same set as
-    transformers' ``TopPLogitsWarper``.
+    transformers' ``TopPLogitsWarper``. Dropped candidates get probability 0.
     """
     logits = logits.float() / max(temperature, 1e-5)
     logprobs = torch.log_softmax(logits, dim=-1)
     k = min(TOPK_PREFILTER, logits.shape[-1])
     top_lp, top_idx = torch.topk(logprobs, k, dim=-1)
     if top_p < 1.0 and bool((top_lp.exp().sum(-1) >= top_p).all()):
-        probs = top_lp.exp()
-        idx = top_idx
-    else:  # rare (flat distributions) or top_p == 1: the whole vocabulary
+        probs, idx = top_lp.exp(), top_idx
+    else:  # flat distributions (or top_p == 1): the whole vocabulary, sorted
         probs, idx = torch.sort(logprobs.exp(), dim=-1, descending=True)
     if top_p < 1.0:
         before = probs.cumsum(-1) - probs
         probs = torch.where(before < top_p, probs, torch.zeros_like(probs))
+    return probs, idx
+
+
+def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> torch.Tensor:
+    """One token per row from the nucleus distribution, drawn with ``generator``."""
+    probs, idx = _nucleus(logits, temperature, top_p)
     choice = torch.multinomial(probs, 1, generator=generator)
     return idx.gather(-1, choice).squeeze(-1)
 

@@ -74,10 +74,19 @@ import re
 from bisect import bisect_left
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass, fields
+from operator import eq as _eq
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 from library.contracts import ParsedCompletion, Question, RewardBreakdown
 from library.kg import KnowledgeGraph
+
+try:  # the C helper behind Counter(); counting into a plain dict skips Counter's overhead
+    from collections import _count_elements  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - every CPython has it
+
+    def _count_elements(mapping: dict, iterable: Iterable) -> None:  # type: ignore[misc]
+        for x in iterable:
+            mapping[x] = mapping.get(x, 0) + 1
 
 __all__ = [
     "COMPONENTS",
@@ -103,6 +112,11 @@ _KEYWORD_RE = re.compile(
     rf"^[{_DECOR}]*(trace|answer)[ \t*_`\u200b\u200c\u200d\u2060\ufeff]*[:\uff1a]",
     re.IGNORECASE | re.MULTILINE,
 )
+# The same keyword line, anchored on the newline before it instead of ``^``: a pattern
+# that starts with a literal lets ``sre`` jump from newline to newline, where ``^`` made it
+# try the whole pattern at every character. parse_completion prepends a newline to the
+# text so that the first line is found too.
+_KEYWORD_NL_RE = re.compile("\n" + _KEYWORD_RE.pattern[1:], re.IGNORECASE)
 _ANSWER_VALUE_RE = re.compile(r"[\s*_`\"'(\[{<\u200b\u200c\u200d\u2060\ufeff]*([A-Da-d])(?!\w)([^\n]*)")
 # A second option letter joined to the first by "or"/"and"/"/"/"," is a hedge: "A or B".
 # The letter must be a capital: "B) restart the service and a cache flush" is no hedge.
@@ -154,7 +168,9 @@ def parse_completion(text: str) -> tuple[str, str | None, bool]:
         text = "" if text is None else str(text)
     # split() with a capturing group hands back [before, kw, body, kw, body, ...] in one
     # C call; each body runs to the next keyword line, which is where a trace ends.
-    parts = _KEYWORD_RE.split(text)
+    # Each body loses the newline that ended it (the next keyword's match now starts with
+    # it); strip() and the first-line cut below make that invisible.
+    parts = _KEYWORD_NL_RE.split("\n" + text)
     trace = None
     letters: list[str] = []
     bad_answer = False
@@ -306,7 +322,9 @@ class RelationMatcher:
 
 # Clause boundaries for claim reading. A relation's object must sit in the same clause;
 # its subject may be carried over a boundary ("X is caused by Y, which is fixed by Z").
-_SEPARATOR = r"[;.,!?:\n]|(?<!\w)(?:and|which|then|but|so|while|whereas)(?!\w)"
+_SEP_CHARS = ";.,!?:\n"
+_SEP_WORDS = ("and", "which", "then", "but", "so", "while", "whereas")
+_SEPARATOR = rf"[{re.escape(_SEP_CHARS)}]|(?<!\w)(?:{'|'.join(_SEP_WORDS)})(?!\w)"
 
 
 class _TraceScanner:
@@ -349,6 +367,84 @@ class _TraceScanner:
             else:
                 pending = None
         return ents, claims
+
+
+# Event codes of the fast scanner: one character per event, so that what follows the
+# regex pass runs in C (str.join over dict lookups, a regex over the code string) instead
+# of a Python loop over matches.
+_SEP_CODE = "\x01"
+_REL_BASE = 0x100  # relations: U+0100 upwards (below the surrogates)
+_ENT_BASE = 0x10000  # entities: the supplementary planes
+_MAX_RELATIONS = 0xD800 - _REL_BASE
+_MAX_ENTITIES = 0x110000 - _ENT_BASE
+
+
+class _FastScanner:
+    """The :class:`_TraceScanner` pass, without a Python loop over its matches.
+
+    One regex (the same alternation, without capture groups) finds every entity, relation
+    and separator match; each matched string is mapped to one code character by a dict
+    (``str.join(map(dict.get, ...))`` runs in C), and claims are read from the code string
+    by a second regex. Which alternative produced a match is recovered from the string:
+    an entity alias and a relation alias or a separator word that spell the same text have
+    the same word-boundary conditions, so at a position where both match, the entity (or
+    relation, before a separator) won, as in the scanner's alternation. A separator
+    *character* has no boundary condition, so a KG with an alias spelled as one (".")
+    takes the exact path (``usable`` is False). A match whose text is not a normalised
+    alias (a newline or a double space inside a label) makes :meth:`codes` return None,
+    and the caller takes the exact path for that text.
+
+    Claims: ``subject separators* relation object``, read with an overlapping lookahead,
+    is exactly the scanner's state machine: separators drop a pending relation but keep
+    the subject, a second relation drops both.
+    """
+
+    def __init__(self, entities: _AliasTable, relations: _AliasTable):
+        self.regex = re.compile(rf"(?<!\w)(?:{entities.pattern}|{relations.pattern})(?!\w)|{_SEPARATOR}")
+        ent_ids = list(dict.fromkeys(entities.ids.values()))
+        rel_ids = list(dict.fromkeys(relations.ids.values()))
+        self.usable = (
+            bool(entities.pattern)
+            and bool(relations.pattern)  # an empty alternative would match the empty string
+            and len(ent_ids) <= _MAX_ENTITIES
+            and len(rel_ids) <= _MAX_RELATIONS
+            and not any(k in _SEP_CHARS for k in (*entities.ids, *relations.ids))
+        )
+        self.ent_code = {ident: chr(_ENT_BASE + i) for i, ident in enumerate(ent_ids)}
+        self.rel_code = {ident: chr(_REL_BASE + i) for i, ident in enumerate(rel_ids)}
+        self.ent_of = {c: ident for ident, c in self.ent_code.items()}
+        code: dict[str, str] = {}  # matched text -> event code
+        ecode: dict[str, str] = {}  # matched text -> entity code, or "" for other events
+        for key, ident in entities.ids.items():
+            code[key] = ecode[key] = self.ent_code[ident]
+        for key, ident in relations.ids.items():
+            if key not in code:
+                code[key], ecode[key] = self.rel_code[ident], ""
+        for sep in (*_SEP_CHARS, *_SEP_WORDS):
+            if sep not in code:
+                code[sep], ecode[sep] = _SEP_CODE, ""
+        self.code_get = code.get
+        self.ecode_get = ecode.get
+        ent_class = f"[{chr(_ENT_BASE)}-{chr(_ENT_BASE + max(len(ent_ids), 1) - 1)}]"
+        rel_class = f"[{chr(_REL_BASE)}-{chr(_REL_BASE + max(len(rel_ids), 1) - 1)}]"
+        # findall -> [(subject, relation + object), ...], overlapping ("X r Y r Z").
+        self.claims_re = re.compile(f"(?=({ent_class}){_SEP_CODE}*({rel_class}{ent_class}))")
+
+    def codes(self, lowered: str) -> tuple[str, str] | None:
+        """``(event codes, entity codes)`` of a lower-cased trace, or None when a match is
+        not a normalised alias (the caller then takes the exact path)."""
+        found = self.regex.findall(lowered)
+        try:
+            return "".join(map(self.code_get, found)), "".join(map(self.ecode_get, found))
+        except TypeError:  # a None in the join: a label spelled across odd whitespace
+            return None
+
+    def claim_key(self, src: str, rel: str, dst: str) -> tuple[str, str] | None:
+        """The key a claim ``(src, rel, dst)`` of ids has in ``claims_re``'s output."""
+        s, r, d = self.ent_code.get(src), self.rel_code.get(rel), self.ent_code.get(dst)
+        if s is None or r is None or d is None:
+            return None
+        return (s, r + d)
 
 
 def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]:
@@ -521,9 +617,9 @@ class RewardConfig:
 class _QuestionData:
     """What scoring needs from a question, computed once."""
 
-    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens")
+    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens", "gold_codes", "claim_index")
 
-    def __init__(self, kg: KnowledgeGraph, q: Question):
+    def __init__(self, kg: KnowledgeGraph, q: Question, fast: _FastScanner | None = None):
         self.entities = list(q.path_star.entities)
         self.gold = frozenset(self.entities)
         self.n_gold = len(self.gold)
@@ -533,6 +629,33 @@ class _QuestionData:
         self.hops = len(q.path_star.edges)
         self.tokens = path_tokens(kg, [e for e in self.entities if e in kg.entities])
         self.n_tokens = len(self.tokens)
+        # The same, in the fast scanner's codes (entities the KG lacks cannot be matched).
+        self.gold_codes: frozenset[str] = frozenset()
+        self.claim_index: dict[tuple[str, str], int] = {}
+        if fast is not None:
+            self.gold_codes = frozenset(c for c in map(fast.ent_code.get, self.gold) if c is not None)
+            for (src, rel, dst), i in self.edge_index.items():
+                key = fast.claim_key(src, rel, dst)
+                if key is not None:
+                    self.claim_index[key] = i
+
+
+def _token_stats(tokens: list[str]) -> tuple[int, int]:
+    """``(_top_count(tokens), _longest_run(tokens))`` with the loops in C.
+
+    >>> _token_stats("a b b a b c c c".split()), _token_stats([]), _token_stats(["x"])
+    ((3, 3), (0, 0), (1, 1))
+    """
+    n = len(tokens)
+    if n < 2:
+        return n, n
+    counts: dict[str, int] = {}
+    _count_elements(counts, tokens)
+    if len(counts) == n:  # no token repeats: the common case for a short trace
+        return 1, 1
+    same = bytes(map(_eq, tokens, tokens[1:]))  # 1 where a token equals the one before
+    run = 1 + max(map(len, same.split(b"\x00"))) if 1 in same else 1
+    return max(counts.values()), run
 
 
 COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "spam_penalty", "edge_reward", "total")
@@ -542,8 +665,8 @@ class RewardModel:
     """The KG as a reward model. Build once (compiles the matchers), score many.
 
     ``score`` returns the pydantic records that go into episodes.jsonl; ``components``
-    returns the same numbers as a plain dict and is ~3x faster (no model construction),
-    which is what a trainer's reward function should call.
+    returns the same numbers as a plain dict and is several times faster (no model
+    construction), which is what a trainer's reward function should call.
     """
 
     def __init__(self, kg: KnowledgeGraph, config: RewardConfig | None = None):
@@ -552,7 +675,12 @@ class RewardModel:
         self.entity_matcher = EntityMatcher(kg)
         self.relation_matcher = RelationMatcher(kg)
         self._scanner = _TraceScanner(self.entity_matcher, self.relation_matcher)
+        fast = _FastScanner(self.entity_matcher.table, self.relation_matcher.table)
+        self._fast: _FastScanner | None = fast if fast.usable else None
         self._edges = frozenset((e.src, e.rel, e.dst) for e in kg.edges)
+        self._edge_keys: frozenset[tuple[str, str]] = frozenset()
+        if self._fast is not None:
+            self._edge_keys = frozenset(k for k in (fast.claim_key(*e) for e in self._edges) if k is not None)
         self._name = self.config.name
         self._questions: dict[tuple[str, str], _QuestionData] = {}
         self._memo: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
@@ -563,32 +691,46 @@ class RewardModel:
         # Ids are not unique across files that reuse them (eval vs eval_shuffled), so the
         # cached gold path is checked, which costs one list comparison.
         if data is None or data.entities != q.path_star.entities:
-            data = self._questions[key] = _QuestionData(self.kg, q)
+            data = self._questions[key] = _QuestionData(self.kg, q, self._fast)
         return data
 
     # The whole computation lives in one function with local names: attribute lookups
     # and intermediate objects were a measurable share of the per-completion cost.
-    def _evaluate(self, q: Question, completion: str) -> tuple[dict[str, Any], str, str | None, bool, list[str], list[str]]:
+    def _evaluate(self, q: Question, completion: str, entities: bool = True) -> tuple[dict[str, Any], str, str | None, bool, list[str], list[str]]:
+        """The components, and (when ``entities``) the trace's entities for the episode.
+
+        Entities and claims come from the fast scanner's code strings when it can read
+        the trace (then ``ents`` is a string of entity codes, and the gold set and edge
+        keys are in codes too), else from the exact scanner (lists and tuples of ids);
+        everything below works on both.
+        """
         cfg = self.config
         qd = self._question(q)
         trace, answer, valid = parse_completion(completion)
         lowered = trace.lower()
-        ents, claims = self._scanner.scan(lowered)
-        trace_entities = list(dict.fromkeys(ents))
-        gold = qd.gold
-        path_entities = [e for e in trace_entities if e in gold]
-        hits = len(path_entities)
+        fast = self._fast
+        coded = fast.codes(lowered) if fast is not None else None
+        ents: str | list[str]
+        if coded is not None:
+            codes, ents = coded
+            claims: list = fast.claims_re.findall(codes) if len(codes) > 2 else []  # type: ignore[union-attr]
+            gold, edge_index, kg_edges = qd.gold_codes, qd.claim_index, self._edge_keys
+        else:
+            ents, claims = self._scanner.scan(lowered)
+            gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
+        n_ents = len(ents)
+        distinct = set(ents)
+        hits = len(gold.intersection(distinct)) if n_ents else 0
         right = valid and answer == q.answer_star
 
         # edge-verified component (always measured, added only when enabled)
-        edge_index = qd.edge_index
         order = []
         false_edges = 0
         for c in claims:
             i = edge_index.get(c)
             if i is not None:
                 order.append(i)
-            elif c not in self._edges:
+            elif c not in kg_edges:
                 false_edges += 1
         edge_hits = _lis(order) if order else 0
         edge_raw = 0.0
@@ -605,7 +747,9 @@ class RewardModel:
             correctness = cfg.toy_correct if right else cfg.toy_wrong
             coverage = hits / qd.n_gold if qd.n_gold else 0.0
             path_reward = spam = 0.0
-            spammed = len(ents) > cfg.toy_spam_max_mentions and _top_count(ents) > cfg.toy_spam_max_mentions
+            k = cfg.toy_spam_max_mentions
+            # n_ents - len(distinct) repeats are needed before any entity can pass k.
+            spammed = n_ents > k and n_ents - len(distinct) >= k and max(map(ents.count, distinct), default=0) > k
             if valid:
                 if hits >= cfg.toy_min_hits:
                     path_reward = cfg.toy_path_weight * min(coverage, 1.0)
@@ -617,8 +761,8 @@ class RewardModel:
             tokens = _TOKEN_RE.findall(lowered)
             n = len(tokens)
             coverage = len(qd.tokens.intersection(tokens)) / qd.n_tokens if qd.n_tokens else 0.0
-            top_share = _top_count(tokens) / n if n else 0.0
-            run = _longest_run(tokens)
+            top, run = _token_stats(tokens)
+            top_share = top / n if n else 0.0
             rep = max(
                 0.0,
                 (1.0 - cfg.paper_top_share_slope * max(0.0, top_share - cfg.paper_top_share_free))
@@ -646,6 +790,14 @@ class RewardModel:
             "preset": self._name,
             **extra,
         }
+        if not entities:
+            return comp, trace, answer, valid, [], []
+        if coded is not None:
+            ent_of = fast.ent_of  # type: ignore[union-attr]
+            trace_entities = [ent_of[c] for c in dict.fromkeys(ents)]
+        else:
+            trace_entities = list(dict.fromkeys(ents))
+        path_entities = [e for e in trace_entities if e in qd.gold]
         return comp, trace, answer, valid, trace_entities, path_entities
 
     def components(self, question: Question, completion: str) -> dict[str, Any]:
@@ -654,7 +806,7 @@ class RewardModel:
         ``edge_reward`` is always measured and logged; it enters ``total`` only when
         ``config.edge_verified`` is on.
         """
-        return self._evaluate(question, completion)[0]
+        return self._evaluate(question, completion, False)[0]
 
     def score(self, question: Question, completion: str) -> tuple[ParsedCompletion, RewardBreakdown]:
         comp, trace, answer, valid, trace_entities, path_entities = self._evaluate(question, completion)
@@ -673,7 +825,7 @@ class RewardModel:
         if len(questions) != len(completions):
             raise ValueError(f"{len(questions)} questions for {len(completions)} completions")
         ev = self._evaluate
-        return [ev(q, c)[0] for q, c in zip(questions, completions)]
+        return [ev(q, c, False)[0] for q, c in zip(questions, completions)]
 
     def component_fn(self, name: str, memo_size: int = 8192) -> Callable[[Question, str], float]:
         """A ``(question, completion) -> float`` for one component, e.g. for one TRL
@@ -689,7 +841,7 @@ class RewardModel:
             key = (question.id, question.split, completion)
             comp = self._memo.get(key)
             if comp is None or comp.get("_entities") != question.path_star.entities:
-                comp = dict(self._evaluate(question, completion)[0], _entities=question.path_star.entities)
+                comp = dict(self._evaluate(question, completion, False)[0], _entities=question.path_star.entities)
                 self._memo[key] = comp
                 while len(self._memo) > memo_size:
                     self._memo.popitem(last=False)

@@ -142,7 +142,7 @@ class Selection:
             "rsft_prompts": {"n": len(self.rsft_prompts),
                              "splits": sorted({q.split for q in self.rsft_prompts})},
             "eval": {"n": len(self.eval), "ids": [q.id for q in self.eval]},
-            "eval_shuffled": {"n": len(self.eval_shuffled)},
+            "eval_shuffled": {"n": len(self.eval_shuffled), "ids": [q.id for q in self.eval_shuffled]},
             "train_sample": {"n": len(self.train_sample), "ids": [q.id for q in self.train_sample]},
         }
 
@@ -253,9 +253,12 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
         if not questions:
             continue
         t0 = time.perf_counter()
+        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
+        # blocks when the phase completes), so a half-done phase never shows up as a result.
         blocks[key] = evaluate(
             model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
             batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+            store_metrics=False,
         )
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
@@ -264,16 +267,24 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
 
 
 # ----------------------------------------------------------------------------- the run
-def _drop_phase_episodes(run: RunDir, phase: str, keep_rollouts: bool) -> int:
-    """Cut what an unfinished phase logged: its eval episodes always; its rollouts unless kept
-    (RSFT and GRPO decide themselves which rollouts their checkpoints still cover)."""
+def _drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
+    """Cut what an unfinished phase logged before redoing it.
+
+    Rollouts: RSFT and GRPO decide themselves which of theirs a checkpoint still covers, so
+    they are kept here when ``keep_rollouts``. Eval episodes: kept only when the model they
+    came from is final (the base model, or an adapter whose training finished); then
+    ``library.evaluate.evaluate`` skips the questions already answered. Anything else of the
+    phase (e.g. eval episodes of an adapter that is about to be trained further) goes.
+    """
+    from library.evaluate import EVAL_KIND
     from library.grpo import filter_episodes
     from library.rsft import ROLLOUT_KIND
 
     def keep(ep: dict[str, Any]) -> bool:
         if ep.get("phase") != phase:
             return True
-        return keep_rollouts and ep.get("kind") == ROLLOUT_KIND
+        kind = ep.get("kind")
+        return (keep_rollouts and kind == ROLLOUT_KIND) or (keep_eval and kind == EVAL_KIND)
 
     return filter_episodes(run, keep)
 
@@ -332,9 +343,10 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
             raise ResumeError(f"{run_dir} was started with different settings; resume needs the same profile and model")
         if meta.get("data") != data.hashes:
             raise ResumeError(f"the data files changed since {run_dir} was started (sha256 differs)")
-        meta["status"] = "running"
-        meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-        run.write_meta(meta)
+        if meta.get("status") != "complete":  # resuming a finished run changes nothing
+            meta["status"] = "running"
+            meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+            run.write_meta(meta)
     completed: list[str] = list(meta.get("phases_completed", []))
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
@@ -347,15 +359,18 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                   + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
 
     def finish_phase(phase: str, blocks: dict[str, dict[str, Any]]) -> None:
+        nonlocal did_work
+        did_work = True
         for key, block in blocks.items():
             metrics.setdefault(key, {})[phase] = block
-        metrics["resources"]["peak_rss_mb"] = peak_rss_mb()
+        metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
         metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
         run.write_metrics(metrics)
         completed.append(phase)
         meta["phases_completed"] = list(completed)
         run.write_meta(meta)
 
+    did_work = False
     base = model
     for phase in config.phases():
         if phase in completed:
@@ -366,10 +381,10 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
         phase_model = base
         t0 = time.perf_counter()
         if phase == "base":
-            _drop_phase_episodes(run, phase, keep_rollouts=False)
+            _drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
         else:
-            _drop_phase_episodes(run, phase, keep_rollouts=phase in ("rsft", "grpo"))
             info = _trained(ckpt_dir, adapter_dir)
+            _drop_phase_episodes(run, phase, keep_rollouts=phase in ("rsft", "grpo"), keep_eval=info is not None)
             if info is not None:
                 console.print(f"  training of {phase} already finished; re-running its eval only")
                 phase_model = load_adapter(base, adapter_dir, trainable=False)
@@ -427,16 +442,19 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
     if config.distribution.enabled and "distribution" not in completed:
         metrics["distribution"] = run_distribution(base, tokenizer, config, data, selection, run, console)
         run.write_metrics(metrics)
+        did_work = True
         completed.append("distribution")
         meta["phases_completed"] = list(completed)
 
-    metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
-    metrics["resources"]["peak_rss_mb"] = peak_rss_mb()
-    run.write_metrics(metrics)
-    meta["status"] = "complete"
-    meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    meta["wall_seconds_this_process"] = round(time.perf_counter() - t_start, 2)
-    run.write_meta(meta)
+    if did_work or meta.get("status") != "complete":
+        metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
+        metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
+        run.write_metrics(metrics)
+        meta["status"] = "complete"
+        meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        # one entry per process that did work (a resumed run has several)
+        meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
+        run.write_meta(meta)
     console.print(f"[bold green]done[/] in {time.perf_counter() - t_start:.0f}s; peak RSS {peak_rss_mb():.0f} MB")
     return run
 
@@ -452,8 +470,9 @@ def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, sel
     from transformers import set_seed
 
     from library.evaluate import evaluate
+    from library.grpo import filter_episodes
     from library.reward import RewardConfig, RewardModel
-    from library.rsft import select_prompts, run_rsft
+    from library.rsft import ROLLOUT_KIND, run_rsft, select_prompts
     from library.sft import load_adapter
 
     out: dict[str, Any] = {}
@@ -474,14 +493,12 @@ def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, sel
                               ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
                               adapter_dir=run.path / "adapters" / "distribution" / cond,
                               seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
-        sub.drop_episodes("sft")  # the eval below is logged under the rsft phase; keep it unique on rerun
-        from library.grpo import filter_episodes
-        from library.rsft import ROLLOUT_KIND
-
+        # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
         filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
         model.eval()
         block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
-                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens)
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+                         store_metrics=True)
         base = model.unload()
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}

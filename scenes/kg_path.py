@@ -69,6 +69,15 @@ def _overlap(m, others) -> float:
     return area
 
 
+def _inside(pt, mobs) -> bool:
+    """Whether point ``pt`` lies in the bounding box of any of ``mobs``."""
+    for m in mobs:
+        (l, b, _), (r, t, _) = m.get_corner(DOWN + LEFT), m.get_corner(UP + RIGHT)
+        if l <= pt[0] <= r and b <= pt[1] <= t:
+            return True
+    return False
+
+
 def _order_neighbours(p: KGPathPayload) -> list[tuple[str, str]]:
     """Non-path nodes with their anchor spine node, most important first.
 
@@ -102,6 +111,7 @@ def _order_neighbours(p: KGPathPayload) -> list[tuple[str, str]]:
         if n.id not in on_path and n.id not in anchors:
             anchors[n.id] = p.path[-1]
     important = {w.src for w in p.wrong_edges} | {w.dst for w in p.wrong_edges} | set(p.mentioned)
+    important |= {n.id for n in p.nodes if p.predicted_label and n.label == p.predicted_label}
     ids = [n.id for n in p.nodes if n.id not in on_path]
     ids.sort(key=lambda i: (i not in important, p.path.index(anchors[i])))
     return [(i, anchors[i]) for i in ids]
@@ -109,6 +119,8 @@ def _order_neighbours(p: KGPathPayload) -> list[tuple[str, str]]:
 
 class KGPathScene(ClipScene):
     """See the module docstring."""
+
+    _graph_scale = 1.0  # < 1 when a portrait graph had to shrink to fit above the captions
 
     payload: KGPathPayload
 
@@ -125,81 +137,52 @@ class KGPathScene(ClipScene):
         header.arrange(DOWN, buff=0.12)
         header.move_to((L.title.cx, L.title.top - header.height / 2, 0))
         legend = self._legend()
-        legend.move_to((L.content.cx, L.content.top - legend.height / 2, 0))
+        legend_top = min(L.content.top, header.get_bottom()[1] - 0.15)
+        legend.move_to((L.content.cx, legend_top - legend.height / 2, 0))
 
         # ---- verdict strip at the bottom of the content box -----------------------------
         verdict = self._verdict()
         verdict.move_to((L.content.cx, L.content.bottom + verdict.height / 2, 0))
         area_top = legend.get_bottom()[1] - 0.15
         area_bottom = verdict.get_top()[1] + 0.15
-        left, right = L.content.left, L.content.right
+        area = (L.content.left, L.content.right, area_bottom, area_top)
 
-        # ---- spine and side slots ----------------------------------------------------------
-        # Portrait: two columns, the spine on the left (wide enough for one-line labels) and
-        # neighbours in the right column; three columns made every label wrap or truncate.
-        # Landscape: the spine runs left to right with neighbours in rows above and below.
-        n = len(p.path)
-        size, min_size = L.small_size, L.tiny_size
+        # ---- spine, neighbours, hop arrows and relation pills ------------------------------
+        # Portrait: the path snakes down the left column and back up the right one (a U), so
+        # a 5-6 node path needs only three rows; each pill sits beside its arrow in the gap.
+        # Landscape: the path zigzags between two rows, pills in the band between them, so
+        # nodes can be nearly two pitches wide without any label colliding.
         if portrait:
-            spine_w = (right - left) * 0.62
-            side_w = (right - left) * 0.35
-            pitch = (area_top - area_bottom) / n
-            # Two-line spine labels need ~0.95 units per hop (box + a gap holding the relation
-            # label); below that, one line and a smaller font keep the relation labels readable.
-            node_lines = 2 if pitch >= 0.95 else 1
-            sides = [right - side_w / 2]
+            boxes, hops = self._layout_portrait(p, labels, area)
         else:
-            pitch = (right - left) / n
-            spine_w = min(2.4, pitch * 0.7)
-            side_w = min(2.3, pitch * 0.8)
-            node_lines = 2
-            off = min(1.75, (area_top - area_bottom) / 2 - 0.45)
-            mid = (area_top + area_bottom) / 2
-            sides = [mid + off, mid - off]
-        boxes: dict[str, VGroup] = {}
-        for i, pid in enumerate(p.path):
-            b = label_box(labels[pid], size, spine_w, max_lines=node_lines, min_size=min_size)
-            if portrait:
-                b.move_to((left + spine_w / 2, area_top - pitch * (i + 0.5), 0))
-            else:
-                b.move_to((left + pitch * (i + 0.5), (area_top + area_bottom) / 2, 0))
-            boxes[pid] = b
-        self._place_neighbours(p, boxes, labels, size, min_size, side_w, portrait,
-                               (left, right, area_bottom, area_top), sides)
-
-        # ---- edges ------------------------------------------------------------------------
-        path_pairs = list(zip(p.path, p.path[1:]))
-        hop_edges: list[tuple[VGroup, VGroup, VGroup]] = []  # (grey arrow, lit arrow, label)
+            boxes, hops = self._layout_landscape(p, labels, area)
+        hop_edges = [(lit, rel) for lit, rel in hops]
         grey = VGroup()
-        drawn_pairs = set()
-        for a, b in path_pairs:
-            e = next((e for e in p.edges if (e.src, e.dst) in ((a, b), (b, a))))
-            src, dst = (a, b) if (e.src, e.dst) == (a, b) else (b, a)
-            g = self._arrow(boxes[src], boxes[dst], EDGE_GREY, 3)
-            lit = self._arrow(boxes[src], boxes[dst], PATH, 7)
-            rel = self._rel_label(e.rel_label, lit, PATH, portrait, pitch)
-            grey.add(g)
-            hop_edges.append((g, lit, rel))
-            drawn_pairs.add(frozenset((a, b)))
+        drawn_pairs = {frozenset(pair) for pair in zip(p.path, p.path[1:])}
         for e in p.edges:
             key = frozenset((e.src, e.dst))
             if key in drawn_pairs or e.src not in boxes or e.dst not in boxes:
                 continue
             drawn_pairs.add(key)
             grey.add(self._arrow(boxes[e.src], boxes[e.dst], EDGE_GREY, 3))
+        grey.add(*[lit.copy().set_stroke(EDGE_GREY, width=3).set_fill(EDGE_GREY) for lit, _ in hops])
 
         # ---- rings, wrong edges, prediction marker -----------------------------------------
         path_rings = {pid: self._ring(boxes[pid], PATH, 0.0, 6) for pid in p.path}
-        mention_rings = VGroup(*[self._ring(boxes[m], MENTIONED, 0.07, 5) for m in p.mentioned if m in boxes])
+        mention_rings = VGroup(*[self._ring(boxes[m], MENTIONED, 0.055, 5) for m in p.mentioned if m in boxes])
         wrong = VGroup()
+        obstacles = list(boxes.values()) + [m for hop in hops for m in hop]
+        centre = np.mean([boxes[x].get_center() for x in p.path], axis=0)
         for w in p.wrong_edges:
             if w.src in boxes and w.dst in boxes:
-                wrong.add(self._wrong_edge(boxes[w.src], boxes[w.dst], w.rel_label, list(boxes.values())))
+                edge = self._wrong_edge(boxes[w.src], boxes[w.dst], w.rel_label, obstacles, centre, area)
+                obstacles.append(edge[1])
+                wrong.add(edge)
         pred_ring = None
         if p.correct is False and p.predicted_label:
             hit = next((nid for nid, lab in labels.items() if lab == p.predicted_label and nid in boxes), None)
             if hit is not None:
-                pred_ring = self._ring(boxes[hit], WRONG, 0.14, 6)
+                pred_ring = self._ring(boxes[hit], WRONG, 0.11, 6)
 
         nodes = VGroup(*boxes.values())
         beats = [
@@ -207,8 +190,8 @@ class KGPathScene(ClipScene):
             Beat([FadeIn(legend), FadeIn(nodes), FadeIn(grey)], 0.8),
             Beat([Create(path_rings[p.path[0]])], 0.4),
         ]
-        for i, (_, lit, rel) in enumerate(hop_edges):
-            beats.append(Beat([GrowArrow(lit), FadeIn(rel), Create(path_rings[p.path[i + 1]])], 0.8))
+        for i, (lit, rel) in enumerate(hop_edges):
+            beats.append(Beat([GrowArrow(lit) if isinstance(lit, Arrow) else Create(lit), FadeIn(rel), Create(path_rings[p.path[i + 1]])], 0.8))
         if len(mention_rings):
             beats.append(Beat([LaggedStart(*[Create(r) for r in mention_rings], lag_ratio=0.3)], 0.8))
         if len(wrong):
@@ -220,36 +203,156 @@ class KGPathScene(ClipScene):
         return beats
 
     # ------------------------------------------------------------------ layout helpers
-    def _place_neighbours(self, p, boxes, labels, size, min_size, side_w, portrait, area, sides):
-        """Put non-path nodes into free side slots nearest their anchor; drop the overflow.
+    def _pill(self, text, color, max_w, max_lines=1) -> VGroup:
+        """Relation label on a background pill: VGroup(pill, label)."""
+        L = self.L
+        label = fit_text(text, L.tiny_size, max_w, max_lines, color=color)
+        pill = RoundedRectangle(width=label.width + 0.14, height=label.height + 0.08,
+                                corner_radius=0.06, stroke_width=0, fill_color=BG, fill_opacity=0.92)
+        return VGroup(pill, label.move_to(pill.get_center()))
 
-        ``sides`` are the cross-axis coordinates of the slot rows (x in portrait, y in
-        landscape); slots are spaced along the spine axis by one node extent.
-        """
-        left, right, bottom, top = area
-        order = _order_neighbours(p)
-        if not order:
-            return
-        sample = label_box("Xg " * 30, size, side_w, max_lines=2)  # a full two-line box
-        if portrait:
-            step = sample.height + 0.14
-            count = max(1, int((top - bottom) // step))
-            along = [top - (top - bottom) * (k + 0.5) / count for k in range(count)]
-        else:
-            step = side_w + 0.2
-            count = max(1, int((right - left) // step))
-            along = [left + (right - left) * (k + 0.5) / count for k in range(count)]
-        free = {(s, a) for s in range(len(sides)) for a in range(count)}
-        for nid, anchor in order:
+    def _neighbour_boxes(self, p, labels, width, size, min_size, limit):
+        """(id, anchor, box) for the most important ``limit`` non-path nodes."""
+        return [(nid, anchor, label_box(labels[nid], size, width, max_lines=2, min_size=min_size,
+                                        min_width=width))
+                for nid, anchor in _order_neighbours(p)[:limit]]
+
+    @staticmethod
+    def _fill_slots(boxes, nbrs, slots, cost):
+        """Give each neighbour (most important first) the free slot with the lowest cost."""
+        free = list(range(len(slots)))
+        for nid, anchor, box in nbrs:
             if not free:
-                break  # out of room: remaining (least important) context nodes are not drawn
-            ac = boxes[anchor].get_center()
-            anchor_along = ac[1] if portrait else ac[0]
-            s, a = min(free, key=lambda sa: (abs(along[sa[1]] - anchor_along), sa[0]))
-            free.discard((s, a))
-            b = label_box(labels[nid], size, side_w, max_lines=2, min_size=min_size)
-            b.move_to((sides[s], along[a], 0) if portrait else (along[a], sides[s], 0))
-            boxes[nid] = b
+                break  # out of room: the remaining (least important) context nodes are not drawn
+            best = min(free, key=lambda j: cost(slots[j], boxes[anchor].get_center()))
+            free.remove(best)
+            boxes[nid] = box.move_to(slots[best])
+
+    def _layout_portrait(self, p, labels, area):
+        """U-shaped spine in two equal columns; neighbours fill the free cells and rows below.
+
+        Hops inside a column have their arrow near the column's left edge and the relation
+        pill beside it, so a gap only needs the pill's height; the turn hop between the
+        columns dips below the bottom row with its pill at the lowest point.
+        """
+        L = self.L
+        left, right, bottom, top = area
+        n = len(p.path)
+        colgap = 0.24
+        cw = (right - left - colgap) / 2
+        col_x = (left + cw / 2, right - cw / 2)
+        size, min_size = L.small_size, L.tiny_size
+        pills = [self._pill(e.rel_label, PATH, cw - 0.5) for e in self._hop_edges(p)]
+        pill_h = max([g.height for g in pills], default=0.27)
+        gap = pill_h + 0.2  # room for the pill and for the mention/prediction rings around it
+        # One straight column when the whole path fits in it (short paths), else the U; then
+        # smaller node text before anything has to shrink.
+        done = False
+        for k in (n, (n + 1) // 2):
+            dip = pill_h + 0.24 if n > k else 0.0
+            for size in (L.small_size, min_size):
+                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min_size,
+                                        min_width=cw) for pid in p.path}
+                H = max(b.height for b in spine.values())
+                used = k * H + (k - 1) * gap + dip
+                if used <= top - bottom:
+                    done = True
+                    break
+            if done:
+                break
+        cell = {i: (0, i) if i < k else (1, 2 * k - 1 - i) for i in range(n)}
+        nbrs = self._neighbour_boxes(p, labels, cw, size, min_size, 8)
+        H = max([H] + [b.height for _, _, b in nbrs])
+        extra = 0
+        while extra < 3 and used + (extra + 1) * (H + 0.2) <= top - bottom:
+            extra += 1
+        used_all = used + extra * (H + 0.2)
+        y0 = top - max(0.0, (top - bottom - used_all) / 2) - H / 2  # centre the block
+
+        def row_y(r):
+            if r < k:
+                return y0 - r * (H + gap)
+            return y0 - (k - 1) * (H + gap) - dip - (r - k + 1) * (H + 0.2)
+
+        boxes = {}
+        for i, pid in enumerate(p.path):
+            c, r = cell[i]
+            boxes[pid] = spine[pid].move_to((col_x[c], row_y(r), 0))
+        taken = set(cell.values())
+        slots = [np.array((col_x[c], row_y(r), 0.0)) for r in range(k + extra) for c in (0, 1)
+                 if (c, r) not in taken]
+        self._fill_slots(boxes, nbrs, slots, lambda s, a: float(np.linalg.norm(s - a)))
+
+        hops = []
+        for i, pill in enumerate(pills):
+            a, b = boxes[p.path[i]], boxes[p.path[i + 1]]
+            if cell[i][0] == cell[i + 1][0]:  # same column: vertical arrow at the left edge
+                x = a.get_left()[0] + 0.3
+                down = cell[i + 1][1] > cell[i][1]
+                y1 = a.get_bottom()[1] if down else a.get_top()[1]
+                y2 = b.get_top()[1] if down else b.get_bottom()[1]
+                lit = Arrow((x, y1, 0), (x, y2, 0), buff=0.03, color=PATH, stroke_width=7,
+                            max_tip_length_to_length_ratio=0.45, tip_length=0.15)
+                pill.next_to(lit, RIGHT, buff=0.1).set_y((y1 + y2) / 2)
+            else:  # the turn: an arc under the bottom row
+                s = np.array((a.get_right()[0] - 0.35, a.get_bottom()[1], 0))
+                e = np.array((b.get_left()[0] + 0.35, b.get_bottom()[1], 0))
+                sag = dip - 0.12 - pill_h / 2
+                ang = 4 * np.arctan(2 * sag / np.linalg.norm(e - s))
+                lit = ArcBetweenPoints(s, e, angle=ang, color=PATH, stroke_width=7)
+                if lit.point_from_proportion(0.5)[1] > s[1]:
+                    lit = ArcBetweenPoints(s, e, angle=-ang, color=PATH, stroke_width=7)
+                lit.add_tip(tip_length=0.15)
+                pill.move_to(lit.point_from_proportion(0.5))
+            hops.append((lit, pill))
+        graph = VGroup(*boxes.values(), *[m for hop in hops for m in hop])
+        if graph.height > top - bottom:  # still too tall (long labels): shrink a little, top-anchored
+            self._graph_scale = (top - bottom) / graph.height
+            graph.scale(self._graph_scale, about_point=np.array((graph.get_center()[0], top, 0)))
+        return boxes, hops
+
+    def _layout_landscape(self, p, labels, area):
+        """Spine zigzagging between two rows (pills in the band between them); neighbours in
+        rows above and below, on the side of their anchor."""
+        L = self.L
+        left, right, bottom, top = area
+        n = len(p.path)
+        pitch = min(3.4, (right - left) / n)
+        x0 = (left + right) / 2 - pitch * n / 2
+        size, min_size = L.small_size, L.tiny_size
+        sw = min(3.0, 2 * pitch - 0.4)
+        spine = {pid: label_box(labels[pid], size, sw, max_lines=2, min_size=min_size) for pid in p.path}
+        pills = [self._pill(e.rel_label, PATH, pitch - 0.25, 2) for e in self._hop_edges(p)]
+        pill_h = max([g.height for g in pills], default=0.3)
+        side_w = 2.42  # five per row in 16:9 (two lines of "check the certificate chain" fit)
+        nbrs = self._neighbour_boxes(p, labels, side_w, size, min_size, 12)
+        Hs = max(b.height for b in spine.values())
+        Hn = max([b.height for _, _, b in nbrs], default=0.0)
+        band = pill_h + 0.4
+        mid = (top + bottom) / 2
+        g = max(0.25, min(0.7, ((top - bottom) - 2 * Hs - band - 2 * Hn) / 2))
+        y_top, y_bot = mid + band / 2 + Hs / 2, mid - band / 2 - Hs / 2
+        boxes = {}
+        for i, pid in enumerate(p.path):
+            boxes[pid] = spine[pid].move_to((x0 + pitch * (i + 0.5), y_top if i % 2 == 0 else y_bot, 0))
+        count = max(1, int((right - left) // (side_w + 0.2)))
+        xs = [left + (right - left) * (j + 0.5) / count for j in range(count)]
+        rows = (y_top + Hs / 2 + g + Hn / 2, y_bot - Hs / 2 - g - Hn / 2)
+        slots = [np.array((x, y, 0.0)) for y in rows for x in xs]
+        # Same side as the anchor first (its edge then never crosses the pill band).
+        self._fill_slots(boxes, nbrs, slots,
+                         lambda s, a: abs(s[0] - a[0]) + (0.0 if (s[1] > mid) == (a[1] > mid) else 4.0))
+        hops = []
+        for i, pill in enumerate(pills):
+            lit = self._arrow(boxes[p.path[i]], boxes[p.path[i + 1]], PATH, 7)
+            pill.move_to((lit.get_center()[0], mid, 0))
+            hops.append((lit, pill))
+        return boxes, hops
+
+    @staticmethod
+    def _hop_edges(p):
+        return [next(e for e in p.edges if (e.src, e.dst) in ((a, b), (b, a)))
+                for a, b in zip(p.path, p.path[1:])]
 
     def _arrow(self, a, b, color, width) -> Arrow:
         ca, cb = a.get_center(), b.get_center()
@@ -257,43 +360,47 @@ class KGPathScene(ClipScene):
         return Arrow(start, end, buff=0.04, color=color, stroke_width=width,
                      max_tip_length_to_length_ratio=0.35, tip_length=0.16)
 
-    def _rel_label(self, text, arrow, color, portrait, pitch) -> VGroup:
-        """Relation label on a pill drawn over the middle of ``arrow``."""
-        L = self.L
-        max_w = L.content.width * 0.5 if portrait else max(1.0, pitch * 0.42)
-        label = fit_text(text, L.tiny_size, max_w, 1 if portrait else 2, color=color)
-        pill = RoundedRectangle(width=label.width + 0.14, height=label.height + 0.08,
-                                corner_radius=0.06, stroke_width=0, fill_color=BG, fill_opacity=0.92)
-        g = VGroup(pill, label)
-        mid = arrow.get_center()
-        if portrait:
-            g.move_to(mid)
-        else:
-            g.next_to(mid, UP, buff=0.08)
-        return g
-
     def _ring(self, box, color, buff, width) -> RoundedRectangle:
         r = box[0]
         return RoundedRectangle(width=r.width + 2 * buff, height=r.height + 2 * buff,
                                 corner_radius=0.14 + buff, stroke_color=color, stroke_width=width,
                                 fill_opacity=0).move_to(r.get_center())
 
-    def _wrong_edge(self, a, b, rel_label, obstacles) -> VGroup:
+    def _wrong_edge(self, a, b, rel_label, obstacles, centre, area) -> VGroup:
+        """Dashed red arc with its label, bent and labelled where it covers the least.
+
+        Both bend directions and several spots along (and beside) the arc are tried; ties go
+        to the arc bulging away from the spine (the far side) and to the label nearest the
+        arc's middle.
+        """
         ca, cb = a.get_center(), b.get_center()
-        arc = ArcBetweenPoints(border_point(a[0], cb), border_point(b[0], ca), angle=-0.9,
-                               color=WRONG, stroke_width=5)
+        s, e = border_point(a[0], cb), border_point(b[0], ca)
+        tag = self._pill(rel_label + " " + CROSS, WRONG, self.L.content.width * 0.42).scale(self._graph_scale)
+        left, right, bottom, top = area
+        best = None
+        others = [o for o in obstacles if o is not a and o is not b]
+        for ang in (-0.9, 0.9, -1.6, 1.6):
+            arc = ArcBetweenPoints(s, e, angle=ang, color=WRONG, stroke_width=5)
+            far = -float(np.linalg.norm(arc.point_from_proportion(0.5) - centre))
+            through = sum(_inside(arc.point_from_proportion(u), others) for u in np.linspace(0.08, 0.92, 12))
+            mid = arc.point_from_proportion(0.5)
+            for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8):
+                pt = arc.point_from_proportion(t)
+                for dx, dy in ((0, 0), (0, 0.25), (0, -0.25), (0.5, 0), (-0.5, 0), (0, 0.45), (0, -0.45),
+                               (0.9, 0), (-0.9, 0), (0.6, 0.3), (-0.6, 0.3), (0.6, -0.3), (-0.6, -0.3)):
+                    c = pt + np.array((dx, dy, 0.0))
+                    off = float(np.linalg.norm(c - mid))
+                    probe = tag.copy().move_to(c)
+                    cost = _overlap(probe, obstacles) + 0.2 * through
+                    cost += 10 * (max(0, probe.get_right()[0] - right) + max(0, left - probe.get_left()[0])
+                                  + max(0, probe.get_top()[1] - top) + max(0, bottom - probe.get_bottom()[1]))
+                    key = (round(cost, 3), abs(ang), off, far)
+                    if best is None or key < best[0]:
+                        best = (key, arc, c)
+        _, arc, c = best
         arc.add_tip(tip_length=0.15)
-        dashed = DashedVMobject(arc, num_dashes=14)
-        label = fit_text(rel_label + " " + CROSS, self.L.tiny_size, self.L.content.width * 0.42, 1, color=WRONG)
-        pill = RoundedRectangle(width=label.width + 0.14, height=label.height + 0.08, corner_radius=0.06,
-                                stroke_width=0, fill_color=BG, fill_opacity=0.92)
-        tag = VGroup(pill, label)
-        # Put the tag where it covers the least node area along the arc (the midpoint often
-        # sits on a spine label).
-        best = min((0.5, 0.35, 0.65, 0.2, 0.8),
-                   key=lambda t: (_overlap(tag.copy().move_to(arc.point_from_proportion(t)), obstacles), abs(t - 0.5)))
-        tag.move_to(arc.point_from_proportion(best))
-        return VGroup(dashed, tag)
+        tag.move_to(c)
+        return VGroup(DashedVMobject(arc, num_dashes=14), tag)
 
     def _legend(self) -> VGroup:
         L = self.L
@@ -312,8 +419,11 @@ class KGPathScene(ClipScene):
         """Gold answer, then the model's answer with a RIGHT/WRONG mark (text, not colour only)."""
         p, L = self.payload, self.L
         lines = VGroup()
-        lines.add(fit_text(f"Answer: {p.answer_label}", L.body_size, L.content.width, 2,
-                           color=PATH, bold=True, min_size=L.small_size))
+        # Portrait: small size, so the graph keeps the height it needs above the captions.
+        size, min_size = (L.small_size, L.tiny_size) if L.portrait else (L.body_size, L.small_size)
+        n_lines = 1 if L.portrait else 2
+        lines.add(fit_text(f"Answer: {p.answer_label}", size, L.content.width, n_lines,
+                           color=PATH, bold=True, min_size=min_size))
         if p.predicted_label or p.correct is not None:
             pred = p.predicted_label or "(no answer)"
             if p.correct is None:
@@ -322,6 +432,8 @@ class KGPathScene(ClipScene):
                 text, color = f"{CHECK} RIGHT: model said {pred}", RIGHT_COLOR
             else:
                 text, color = f"{CROSS} WRONG: model said {pred}", WRONG
-            lines.add(fit_text(text, L.body_size, L.content.width, 2, color=color, bold=True,
-                               min_size=L.small_size))
+            if L.portrait and p.correct is not None:  # one line instead of two on a phone
+                text = f"{CHECK if p.correct else CROSS} Model: {pred}"
+            lines.add(fit_text(text, size, L.content.width, n_lines, color=color, bold=True,
+                               min_size=min_size))
         return lines.arrange(DOWN, buff=0.1)

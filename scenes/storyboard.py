@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from library.errors import DataFileError
 from scenes.payloads import PAYLOAD_MODELS
@@ -138,7 +138,11 @@ class Shot(BaseModel):
     #: optional jinja expression; the shot is left out when it is false (e.g. a section of
     #: metrics.json that only some runs have: ``when: metrics.distribution is defined``)
     when: str | None = None
-    line: int = 0  # filled by the loader: where the shot starts in the file
+    _line: int = PrivateAttr(0)  # set by the loader: where the shot starts in the file
+
+    @property
+    def line(self) -> int:
+        return self._line
 
     @field_validator("scene")
     @classmethod
@@ -172,9 +176,17 @@ class Storyboard(BaseModel):
     #: named episode selections shared by several shots (``params: {episode: hero}``)
     episodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     shots: list[Shot] = Field(min_length=1)
-    # filled by the loader
-    source: str = ""
-    lines: Any = Field(default=None, exclude=True)
+    # set by the loader (private: not storyboard fields)
+    _source: str = PrivateAttr("")
+    _lines: LineMap | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def lines(self) -> LineMap | None:
+        return self._lines
 
     @property
     def name(self) -> str:
@@ -216,8 +228,14 @@ def _pydantic_error(exc: ValidationError, source: str, lines: LineMap) -> DataFi
             real.append(p)
         else:
             break
-    where = ".".join(str(p) for p in loc[: len(real) + 1]) or "<top level>"
+    # a missing or unknown key is not in the file's line map but is the useful name; any
+    # other extra element is a pydantic union-branch label ('float', "literal['narration']")
+    shown = loc[: len(real) + 1] if err["type"] in ("missing", "extra_forbidden") else tuple(real)
+    where = ".".join(str(p) for p in shown) or "<top level>"
     msg = err["msg"].removeprefix("Value error, ")
+    if real and real[-1] == "duration" and err["type"] != "value_error":
+        msg = f"duration must be a number of seconds or 'narration' ({msg})"
+
     return DataFileError(source, f"{where}: {msg}", line=lines.line_of(tuple(real)))
 
 
@@ -230,10 +248,10 @@ def loads_storyboard(text: str, source: str | Path = "<storyboard>") -> Storyboa
         sb = Storyboard.model_validate(obj)
     except ValidationError as exc:
         raise _pydantic_error(exc, source, lines) from None
-    sb.source = source
-    sb.lines = lines
+    sb._source = source
+    sb._lines = lines
     for i, shot in enumerate(sb.shots):
-        shot.line = lines.line_of(("shots", i)) or 0
+        shot._line = lines.line_of(("shots", i)) or 0
     # Static length check: only when every duration is a number (narration-timed shots are
     # checked again after the narration is synthesised, still before any clip renders).
     if all(isinstance(s.duration, (int, float)) for s in sb.shots):

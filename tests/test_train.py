@@ -210,19 +210,29 @@ def test_resume_drops_partial_episodes_and_never_duplicates(trained):
 
 
 def test_metrics_equal_recomputation_from_episodes(trained):
-    from library.evaluate import metrics_from_episodes
-    from library.train import EPISODE_SPLIT
+    from library.evaluate import metrics_from_run, wilson_interval
 
     run, _, _ = trained
     metrics = run.read_metrics()
-    episodes = run.read_episodes()
-    for split_key, episode_split in EPISODE_SPLIT.items():
+    selection = run.read_meta()["selection"]
+    raw = [json.loads(line) for line in run.episodes_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for split_key in ("eval", "eval_shuffled", "train_sample"):
+        ids = selection[split_key]["ids"]
         for phase in ("base", "sft", "rsft", "grpo"):
-            eps = [e for e in episodes if e.phase == phase and e.split == episode_split
-                   and getattr(e, "kind", None) != "rollout"]
-            assert eps, (split_key, phase)
-            recomputed = metrics_from_episodes(eps)
-            assert json.loads(json.dumps(recomputed)) == metrics[split_key][phase], (split_key, phase)
+            stored = metrics[split_key][phase]
+            # 1. the library's own recomputation, in the stored order: exactly equal
+            recomputed = metrics_from_run(run, phase=phase, split=split_key, ex_ids=ids)
+            assert json.loads(json.dumps(recomputed)) == stored, (split_key, phase)
+            # 2. an independent count straight from the JSON lines
+            eps = [e for e in raw if e["phase"] == phase and e.get("kind") == "eval" and e.get("eval_split") == split_key]
+            assert sorted(e["ex_id"] for e in eps) == sorted(ids)
+            # library.evaluate counts a right letter as correct even when the format is invalid
+            correct = [e for e in eps if e["parsed"]["answer"] is not None and e["parsed"]["answer"] == e["answer_star"]]
+            assert stored["n"] == len(eps) and stored["correct"] == len(correct)
+            assert stored["accuracy_ci"] == pytest.approx(list(wilson_interval(len(correct), len(eps))))
+            for hop, block in stored["by_hop"].items():
+                assert block["n"] == sum(1 for e in eps if str(e["hop_len"]) == hop)
+            assert stored["reward"]["total"] == pytest.approx(sum(e["reward"]["total"] for e in eps) / len(eps))
 
 
 def test_existing_run_needs_resume_flag_and_same_settings(trained):
@@ -240,6 +250,7 @@ def test_resume_of_a_complete_run_is_a_no_op(trained):
     from library.train import run_training
 
     run, config, _ = trained
-    size = run.episodes_path.stat().st_size
+    files = {name: (run.path / name).read_bytes() for name in ("meta.json", "metrics.json", "episodes.jsonl")}
     run_training(config, run.path, resume=True)
-    assert run.episodes_path.stat().st_size == size
+    for name, content in files.items():
+        assert (run.path / name).read_bytes() == content, name

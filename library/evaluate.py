@@ -1,0 +1,250 @@
+"""Evaluation: greedy answers scored by the KG reward, metrics with confidence intervals.
+
+- :func:`wilson_interval` - the 95% interval every accuracy carries (a 2-question difference
+  out of 20 is noise; the interval says so).
+- :func:`metrics_from_episodes` - a pure function from episodes to one metrics block in the
+  layout of docs/CONTRACTS.md (``metrics[split][phase]``). The same function computes what is
+  stored and what a reader recomputes, so the two always agree.
+- :func:`evaluate` - generate, score, log episodes, store metrics; resumable.
+- :func:`compare_phases` - paired bootstrap difference in accuracy between two phases on the
+  same questions ("GRPO beats SFT by +x points, 95% CI [lo, hi], n=...").
+
+Only :func:`evaluate` needs torch (imported lazily); the rest is cheap and can be used by the
+video side.
+
+Eval episodes carry extras besides the Episode contract: ``hop_len``, ``answer_star``,
+``correct``, ``kind="eval"`` (RSFT/GRPO rollouts use ``kind="rollout"``) and ``eval_split``,
+the metrics key (``eval``, ``eval_shuffled``, ``train_sample``...). ``split`` itself is that key
+when it is a contract split, else the question's own split (``train_sample`` questions are
+``train`` questions).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Iterable, Sequence, get_args
+
+from library.contracts import Episode, Question, Split
+
+EVAL_KIND = "eval"
+REWARD_COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "spam_penalty",
+                                      "edge_reward", "total")
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for k successes out of n (95% for z=1.96).
+
+    Unlike the normal approximation it stays inside [0, 1] and is sensible at k=0 or k=n.
+
+    >>> [round(x, 4) for x in wilson_interval(8, 10)]
+    [0.4902, 0.9433]
+    >>> [round(x, 4) for x in wilson_interval(0, 20)]
+    [0.0, 0.1611]
+    >>> wilson_interval(0, 0)
+    (0.0, 1.0)
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _extra(ep: Episode | dict[str, Any], name: str, default: Any = None) -> Any:
+    if isinstance(ep, dict):
+        return ep.get(name, default)
+    return getattr(ep, name, default) if name in (ep.model_extra or {}) else default
+
+
+def episode_correct(ep: Episode) -> bool:
+    """Right answer? Compared with the episode's ``answer_star`` when it has one, else read from
+    the reward's correctness sign (every preset rewards a right answer positively)."""
+    star = _extra(ep, "answer_star")
+    if star is not None:
+        return ep.parsed.answer is not None and ep.parsed.answer == star
+    return ep.reward.correctness > 0
+
+
+def _accuracy_block(n: int, correct: int) -> dict[str, Any]:
+    lo, hi = wilson_interval(correct, n)
+    return {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0, "accuracy_ci": [lo, hi]}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
+    """One metrics block (one phase, one split) from its episodes; layout of docs/CONTRACTS.md.
+
+    by_hop groups on the episodes' ``hop_len`` extra (keys are strings, as in JSON). The reward
+    means cover every component present in the breakdowns (extras such as ``edge_reward``
+    included), each averaged over the episodes that have it.
+
+    >>> from library.contracts import Episode
+    >>> def ep(i, ans, hop, spam=0.0):
+    ...     return Episode(phase="sft", step=0, ex_id=f"q{i}", split="eval", prompt="p", completion="c",
+    ...         parsed={"answer": ans, "trace_text": "", "trace_entities": [], "path_entities": [],
+    ...                 "valid_format": ans is not None},
+    ...         reward={"correctness": 1.0 if ans == "A" else -2.0, "path_coverage": 0.5,
+    ...                 "path_reward": 0.5, "spam_penalty": spam, "total": 0.0},
+    ...         hop_len=hop, answer_star="A")
+    >>> m = metrics_from_episodes([ep(0, "A", 4), ep(1, "B", 4), ep(2, None, 5, spam=0.5), ep(3, "A", 5)])
+    >>> m["n"], m["correct"], m["accuracy"], m["valid_format_rate"], m["spam_rate"]
+    (4, 2, 0.5, 0.75, 0.25)
+    >>> m["by_hop"]["4"]["correct"], m["by_hop"]["5"]["n"], m["reward"]["correctness"]
+    (1, 2, -0.5)
+    """
+    n = len(episodes)
+    correct_flags = [episode_correct(ep) for ep in episodes]
+    block = _accuracy_block(n, sum(correct_flags))
+    hops: dict[str, list[bool]] = {}
+    for ep, ok in zip(episodes, correct_flags):
+        hop = _extra(ep, "hop_len")
+        if hop is not None:
+            hops.setdefault(str(hop), []).append(ok)
+    block["by_hop"] = {h: _accuracy_block(len(v), sum(v)) for h, v in sorted(hops.items(), key=lambda kv: int(kv[0]))}
+    block["valid_format_rate"] = _mean([1.0 if ep.parsed.valid_format else 0.0 for ep in episodes])
+    block["path_coverage"] = _mean([ep.reward.path_coverage for ep in episodes])
+    block["spam_rate"] = _mean([1.0 if ep.reward.spam_penalty > 0 else 0.0 for ep in episodes])
+    components: dict[str, list[float]] = {}
+    for ep in episodes:
+        for name, value in ep.reward.model_dump().items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                components.setdefault(name, []).append(float(value))
+    order = [c for c in REWARD_COMPONENTS if c in components] + sorted(set(components) - set(REWARD_COMPONENTS))
+    block["reward"] = {name: _mean(components[name]) for name in order}
+    return block
+
+
+def _episode_split(split: str, question: Question) -> str:
+    return split if split in get_args(Split) else question.split
+
+
+def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: int | None = None) -> dict[str, Episode]:
+    """The eval episodes of (phase, split[, step]) keyed by ex_id (the last one wins)."""
+    out: dict[str, Episode] = {}
+    for ep in episodes:
+        if ep.phase != phase or _extra(ep, "kind") != EVAL_KIND:
+            continue
+        if (_extra(ep, "eval_split") or ep.split) != split:
+            continue
+        if step is not None and ep.step != step:
+            continue
+        out[ep.ex_id] = ep
+    return out
+
+
+def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, phase: str, split: str,
+             run=None, step: int = 0, batch_size: int = 16, max_new_tokens: int = 64,
+             store_metrics: bool = True, progress: bool = True, chunk: int | None = None) -> dict[str, Any]:
+    """Greedy-answer ``questions``, score them, log episodes and return the metrics block.
+
+    With a ``run`` (:class:`library.runs.RunDir`), one episode per question is appended (in
+    chunks of ``chunk`` questions, default ``4 * batch_size``, so an interrupted eval resumes
+    where it stopped) and the block is stored at ``metrics[split][phase]`` (other phases and
+    sections are kept). Questions that already have an eval episode for (phase, split, step)
+    are not generated again; a finished eval is recomputed from its episodes, for free.
+    ``store_metrics=False`` logs episodes but leaves metrics.json alone (intermediate evals).
+    """
+    from library.generate import generate_completions
+
+    questions = list(questions)
+    done: dict[str, Episode] = {}
+    if run is not None:
+        done = eval_episodes(run.iter_episodes(phase=phase), phase=phase, split=split, step=step)
+    todo = [q for q in questions if q.id not in done]
+    chunk = chunk or max(1, 4 * batch_size)
+    fresh: dict[str, Episode] = {}
+    for start in range(0, len(todo), chunk):
+        part = todo[start : start + chunk]
+        outs = generate_completions(model, tokenizer, [q.prompt for q in part], max_new_tokens=max_new_tokens,
+                                    do_sample=False, batch_size=batch_size, progress=progress)
+        episodes = []
+        for q, group in zip(part, outs):
+            completion = group[0].text
+            parsed, reward = reward_model.score(q, completion)
+            episodes.append(Episode(
+                phase=phase, step=step, ex_id=q.id, split=_episode_split(split, q), prompt=q.prompt,
+                completion=completion, parsed=parsed, reward=reward,
+                hop_len=q.hop_len, answer_star=q.answer_star, correct=parsed.answer == q.answer_star,
+                kind=EVAL_KIND, eval_split=split, finished=group[0].finished,
+            ))
+        if run is not None:
+            run.append_episodes(episodes)
+        fresh.update((ep.ex_id, ep) for ep in episodes)
+    ordered = [fresh.get(q.id) or done[q.id] for q in questions]
+    block = metrics_from_episodes(ordered)
+    if run is not None and store_metrics:
+        section = run.read_metrics().get(split, {})
+        section[phase] = block
+        run.update_metrics(split, section)
+    return block
+
+
+def metrics_from_run(run, *, phase: str, split: str, step: int | None = None,
+                     ex_ids: Iterable[str] | None = None) -> dict[str, Any]:
+    """Recompute a stored metrics block from the run's episodes (what a reader can check)."""
+    found = eval_episodes(run.iter_episodes(phase=phase), phase=phase, split=split, step=step)
+    if ex_ids is not None:
+        wanted = list(ex_ids)
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise KeyError(f"{len(missing)} questions have no {phase}/{split} episode, e.g. {missing[0]}")
+        return metrics_from_episodes([found[i] for i in wanted])
+    return metrics_from_episodes(list(found.values()))
+
+
+def _outcomes(source, split: str, phase: str) -> dict[str, bool]:
+    episodes = source.iter_episodes(phase=phase) if hasattr(source, "iter_episodes") else source
+    return {ex: episode_correct(ep) for ex, ep in eval_episodes(episodes, phase=phase, split=split).items()}
+
+
+def compare_phases(source, split: str, phase_a: str, phase_b: str, *, n_boot: int = 2000, seed: int = 0,
+                   confidence: float = 0.95) -> dict[str, Any]:
+    """Accuracy of ``phase_b`` minus ``phase_a`` on the questions both answered, with a paired
+    bootstrap interval (questions resampled with replacement, seeded).
+
+    ``source`` is a RunDir or a list of episodes (per-question outcomes are needed for pairing,
+    which metrics.json does not hold). ``p_not_better`` is the share of bootstrap differences
+    <= 0: small means phase_b reliably beats phase_a on this split.
+
+    >>> from library.contracts import Episode
+    >>> def ep(phase, i, ok):
+    ...     return Episode(phase=phase, step=0, ex_id=f"q{i}", split="eval", prompt="p", completion="c",
+    ...         parsed={"answer": "A" if ok else "B", "trace_text": "", "trace_entities": [],
+    ...                 "path_entities": [], "valid_format": True},
+    ...         reward={"correctness": 0.0, "path_coverage": 0.0, "path_reward": 0.0, "spam_penalty": 0.0,
+    ...                 "total": 0.0}, answer_star="A", kind="eval", eval_split="eval")
+    >>> eps = [ep("sft", i, i < 5) for i in range(20)] + [ep("grpo", i, i < 15) for i in range(20)]
+    >>> r = compare_phases(eps, "eval", "sft", "grpo")
+    >>> r["n"], r["accuracy_a"], r["accuracy_b"], r["diff"], r["ci"][0] > 0
+    (20, 0.25, 0.75, 0.5, True)
+    """
+    a, b = _outcomes(source, split, phase_a), _outcomes(source, split, phase_b)
+    ids = sorted(set(a) & set(b))
+    n = len(ids)
+    result: dict[str, Any] = {"split": split, "phase_a": phase_a, "phase_b": phase_b, "n": n,
+                              "n_boot": n_boot, "seed": seed, "confidence": confidence}
+    if n == 0:
+        result.update(accuracy_a=None, accuracy_b=None, diff=None, ci=[None, None], p_not_better=None)
+        return result
+    xa = [1 if a[i] else 0 for i in ids]
+    xb = [1 if b[i] else 0 for i in ids]
+    diffs = [y - x for x, y in zip(xa, xb)]
+    rng = random.Random(seed)
+    boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    tail = (1 - confidence) / 2
+    lo = boots[min(n_boot - 1, int(math.floor(tail * n_boot)))]
+    hi = boots[min(n_boot - 1, int(math.ceil((1 - tail) * n_boot)) - 1)]
+    result.update(accuracy_a=sum(xa) / n, accuracy_b=sum(xb) / n, diff=sum(diffs) / n, ci=[lo, hi],
+                  p_not_better=sum(1 for d in boots if d <= 0) / n_boot,
+                  discordant={"a_only": sum(1 for x, y in zip(xa, xb) if x > y),
+                              "b_only": sum(1 for x, y in zip(xa, xb) if y > x)})
+    return result

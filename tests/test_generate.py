@@ -1,0 +1,128 @@
+"""library.generate: the fast path must give the same answers as model.generate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from library.generate import GenerationStats, _nucleus, flatten, generate, generate_completions
+from library.model import format_prompt, load_model
+
+pytestmark = pytest.mark.train
+
+PROMPTS = [
+    "Start at TLS handshake error. It is caused by something, which is fixed by what?",
+    "Hi",
+    "Start at connection refused. It is caused by something, which leads to something, which is caused by what? "
+    "A) service down B) clock skew C) NTP drift D) openssl",
+    "Which tool?",
+    "x y z",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.set_num_threads(2)
+    return load_model("tiny")
+
+
+def _plain_greedy(model, tok, texts, max_new_tokens):
+    enc = tok([format_prompt(tok, t) for t in texts], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+    return [tok.decode(row[enc["input_ids"].shape[1]:], skip_special_tokens=True).strip() for row in out]
+
+
+def test_greedy_equals_plain_generate(tiny):
+    model, tok = tiny
+    ours = generate(model, tok, PROMPTS, max_new_tokens=12, batch_size=2, progress=False)
+    assert [g[0] for g in ours] == _plain_greedy(model, tok, PROMPTS, 12)
+
+
+def test_order_restored_and_independent_of_batching(tiny):
+    model, tok = tiny
+    one = generate(model, tok, PROMPTS, max_new_tokens=8, batch_size=1, progress=False)
+    many = generate(model, tok, PROMPTS, max_new_tokens=8, batch_size=4, progress=False)
+    assert one == many
+    # each answer belongs to its own prompt, whatever the length sorting did
+    for text, answer in zip(PROMPTS, one):
+        assert generate(model, tok, [text], max_new_tokens=8, progress=False) == [answer]
+
+
+def test_sampling_is_seeded_and_respects_num_return_sequences(tiny):
+    model, tok = tiny
+    kw = dict(max_new_tokens=6, do_sample=True, num_return_sequences=3, batch_size=6, progress=False)
+    a = generate(model, tok, PROMPTS[:3], seed=1, **kw)
+    b = generate(model, tok, PROMPTS[:3], seed=1, **kw)
+    c = generate(model, tok, PROMPTS[:3], seed=2, **kw)
+    assert a == b
+    assert a != c
+    assert [len(g) for g in a] == [3, 3, 3]
+    assert len(set(a[0])) > 1  # samples within a group differ (the random model is near-uniform)
+    assert len(flatten(a)) == 9
+
+
+def test_duplicate_prompts_share_a_prefill_and_keep_positions(tiny):
+    model, tok = tiny
+    stats = GenerationStats()
+    out = generate(model, tok, ["Hi", "Which tool?", "Hi"], max_new_tokens=5, progress=False, stats=stats)
+    assert out[0] == out[2] and len(out) == 3
+    prompt_len = {t: len(tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"]) for t in ("Hi", "Which tool?")}
+    assert stats.prefill_tokens == sum(prompt_len.values())
+    assert stats.sequences == 3 and stats.new_tokens > 0
+
+
+def test_completion_token_ids_stop_at_eos(tiny):
+    model, tok = tiny
+    eos = tok.eos_token_id
+    groups = generate_completions(model, tok, PROMPTS[:2], max_new_tokens=5, progress=False)
+    for (c,) in groups:
+        assert 1 <= len(c.token_ids) <= 5
+        assert c.finished == (c.token_ids[-1] == eos)
+        assert eos not in c.token_ids[:-1]
+        assert c.text == tok.decode(c.token_ids, skip_special_tokens=True).strip()
+    # Force an immediate stop: a hook makes eos the argmax of every step's logits.
+    handle = model.lm_head.register_forward_hook(lambda m, i, o: o.index_fill(-1, torch.tensor([eos]), 1e4))
+    try:
+        (c,), = generate_completions(model, tok, ["Hi"], max_new_tokens=5, progress=False)
+    finally:
+        handle.remove()
+    assert c.token_ids == [eos] and c.finished and c.text == ""
+
+
+def test_nucleus_matches_transformers_top_p():
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 5000, generator=g) * 4  # peaked enough for the top-256 path
+    logits[3] = torch.randn(5000, generator=g) * 0.1  # flat: forces the full-sort fallback
+    for temperature, top_p in ((0.6, 0.9), (1.0, 0.5), (0.6, 0.99)):
+        probs, idx = _nucleus(logits, temperature, top_p)
+        warped = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, logits.clone()))
+        for row in range(logits.shape[0]):
+            ours = set(idx[row][probs[row] > 0].tolist())
+            theirs = set(torch.nonzero(warped[row] > -float("inf")).flatten().tolist())
+            assert ours == theirs
+
+
+def test_lora_model_generates_with_merged_copy_and_stays_untouched(tiny):
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = load_model("tiny")
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"],
+                                                  init_lora_weights=False))
+    peft_model.eval()
+    before = {k: v.clone() for k, v in peft_model.state_dict().items()}
+    merged = generate(peft_model, tok, PROMPTS[:3], max_new_tokens=8, progress=False)
+    unmerged = generate(peft_model, tok, PROMPTS[:3], max_new_tokens=8, progress=False, merge_lora=False)
+    assert merged == unmerged == [[t] for t in _plain_greedy(peft_model, tok, PROMPTS[:3], 8)]
+    after = peft_model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    base_only = generate(tiny[0], tok, PROMPTS[:3], max_new_tokens=8, progress=False)
+    assert base_only != merged  # the adapter (random, non-zero B) changes the output
+
+
+def test_rejects_greedy_groups(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError):
+        generate(model, tok, ["Hi"], num_return_sequences=2, progress=False)

