@@ -474,6 +474,16 @@ _TOKEN_RE = re.compile(r"[^\W_]+")
 _STOPWORDS = frozenset("a an the of to in on at by for with from and or is are be it its this that".split())
 
 
+# For ASCII text, [^\W_]+ runs are exactly the whitespace-split words once every other
+# character is blanked; str.translate + str.split is about twice as fast as findall.
+_TOKEN_BLANK = str.maketrans({chr(i): " " for i in range(128) if not chr(i).isalnum()})
+
+
+def _tokens(lowered: str) -> list[str]:
+    """``_TOKEN_RE.findall(lowered)``, faster for ASCII text (``isascii`` is O(1))."""
+    return lowered.translate(_TOKEN_BLANK).split() if lowered.isascii() else _TOKEN_RE.findall(lowered)
+
+
 def tokenize(text: str) -> list[str]:
     """Word tokens for the ``paper`` preset: maximal runs of letters/digits, lower-cased;
     underscores and punctuation split tokens.
@@ -758,7 +768,7 @@ class RewardModel:
             extra = {"spammed": spammed}
         else:
             correctness = cfg.paper_correct if right else cfg.paper_wrong
-            tokens = _TOKEN_RE.findall(lowered)
+            tokens = _tokens(lowered)
             n = len(tokens)
             coverage = len(qd.tokens.intersection(tokens)) / qd.n_tokens if qd.n_tokens else 0.0
             top, run = _token_stats(tokens)

@@ -135,3 +135,41 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path):
     with pytest.raises(LeakageError):
         run_grpo(trained, tok, qs + data["eval"][:1], settings, rm, run, ckpt_dir=tmp_path / "ck2",
                  adapter_dir=tmp_path / "ad2", seed=0, forbidden_ids={q.id for q in data["eval"]})
+
+
+@pytest.mark.slow
+def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
+    """Kill after step 1 (checkpoint-1 exists, a step-2 rollout was already logged) -> rerun:
+    the stale step-2 rollout is cut, step 1 is kept, step 2 is regenerated once."""
+    from library.config import GRPOSettings, LoraSettings
+    from library.grpo import run_grpo
+    from library.model import load_model
+    from library.sft import load_adapter, question_rows, train_lora
+
+    model, tok = load_model("tiny")
+    qs = [q for q in data["train"] if q.hop_len == 1][:2]
+    sft_model, _ = train_lora(model, tok, question_rows(tok, qs), ckpt_dir=tmp_path / "ck_sft",
+                              adapter_dir=tmp_path / "ad_sft", learning_rate=1e-3, max_steps=1, batch_size=2,
+                              max_length=512, seed=0, lora=LoraSettings())
+    base = sft_model.unload()
+    run = RunDir.create(tmp_path, "run")
+    rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
+    common = dict(prompts_per_step=1, num_generations=2, max_completion_length=8, save_steps=1)
+    kwargs = dict(ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0)
+
+    first, _ = run_grpo(load_adapter(base, tmp_path / "ad_sft", trainable=True), tok, qs,
+                        GRPOSettings(max_steps=1, **common), rm, run, **kwargs)
+    step1 = [e.model_dump(mode="json") for e in run.read_episodes(phase="grpo")]
+    assert {e["step"] for e in step1} == {1}
+    stale = dict(step1[0], step=2, completion="stale rollout from a killed process")
+    run.append_episodes([stale])
+
+    base = first.unload()
+    _, result = run_grpo(load_adapter(base, tmp_path / "ad_sft", trainable=True), tok, qs,
+                         GRPOSettings(max_steps=2, **common), rm, run, **kwargs)
+    assert result.resumed_from is not None and result.resumed_from.endswith("checkpoint-1")
+    eps = [e.model_dump(mode="json") for e in run.read_episodes(phase="grpo")]
+    assert eps[: len(step1)] == step1
+    assert [e["step"] for e in eps] == [1, 1, 2, 2]
+    assert not [e for e in eps if e["completion"].startswith("stale")]
+    assert [p["step"] for p in result.curve] == [1, 2]

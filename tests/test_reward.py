@@ -430,3 +430,111 @@ def test_question_cache_checks_the_path(tiny_kg, q2):
     other = make_question(tiny_kg, ["ServiceDown", "RestartService"], ["fixed_by"])
     assert other.id == q2.id
     assert rm.score(other, completion(TLS_TRACE))[1].path_coverage == 0.0
+
+
+# ------------------------------------------------- fast paths against exact references
+
+import random as _random  # noqa: E402
+
+from library import reward as _reward  # noqa: E402
+
+
+def _reference_parse(text: str) -> tuple[str, str | None, bool]:
+    """parse_completion as first written: the ``^``-anchored keyword regex."""
+    parts = _reward._KEYWORD_RE.split(text)
+    trace, letters, bad = None, [], False
+    for i in range(1, len(parts), 2):
+        body = parts[i + 1]
+        if parts[i][0] in "tT":
+            trace = body.strip() if trace is None else trace
+            continue
+        eol = body.find("\n")
+        letter = _reward._answer_letter(body if eol < 0 else body[:eol])
+        bad, letters = (True, letters) if letter is None else (bad, letters + [letter])
+    answer = letters[0] if letters and not bad and letters.count(letters[0]) == len(letters) else None
+    if trace is None:
+        return "", answer, False
+    return trace, answer, bool(trace) and answer is not None
+
+
+def _random_trace(kg: KnowledgeGraph, rng: _random.Random) -> str:
+    """Entity labels and ids, relation phrases, separators and junk, in random case and
+    spacing: the texts where word boundaries, longest matches and claims can go wrong."""
+    names = [e.label for e in kg.entities.values()] + list(kg.entities)
+    rels = [r.label for r in kg.relations.values()] + list(kg.relations) + [r.replace("_", " ") for r in kg.relations]
+    seps = [";", ".", ",", "!", "?", ":", "\n", "and", "which", "then", "so", "whereas"]
+    junk = ["x", "the", "é", "ß", "_", "-", "/", "(", ")", "'", "C++", "502.", "\u200b", "\u00a0", "İ", "TRACE:", "ANSWER: B"]
+    spaces = [" ", " ", " ", "", "  ", "\n", "\t", "\u00a0"]
+    out = []
+    for _ in range(rng.randint(0, 30)):
+        pool = rng.choices([names, rels, seps, junk], weights=[5, 3, 2, 2])[0]
+        word = rng.choice(pool)
+        if rng.random() < 0.2:
+            word = word.upper()
+        if rng.random() < 0.1:
+            word = word.replace(" ", rng.choice(spaces))
+        out += [word, rng.choice(spaces)]
+    return "".join(out)
+
+
+@pytest.fixture
+def odd_kg(tiny_kg_dict) -> KnowledgeGraph:
+    tiny_kg_dict["entities"] += [
+        {"id": "Skew", "label": "skew", "type": "cause"},
+        {"id": "Cpp", "label": "C++", "type": "tool"},
+        {"id": "Explain", "label": "EXPLAIN", "type": "tool"},
+        {"id": "ExplainAnalyze", "label": "EXPLAIN ANALYZE", "type": "tool"},
+        {"id": "Then", "label": "then", "type": "tool"},  # an entity spelled like a separator word
+    ]
+    return KnowledgeGraph.from_dict(tiny_kg_dict)
+
+
+def test_parse_matches_reference_on_random_texts():
+    rng = _random.Random(3)
+    soup = ["TRACE", "trace", "ANSWER", "answer", "anſwer", ":", "：", " ", "\n", "\n\n", "**", "> ", "- ", "\u200b",
+            "A", "b", "B)", "(c)", "or", "D", "x", "clock skew", ";"]
+    for _ in range(3000):
+        text = "".join(rng.choice(soup) for _ in range(rng.randint(0, 25)))
+        assert parse_completion(text) == _reference_parse(text), repr(text)
+
+
+def test_tokens_fast_path_matches_regex():
+    rng = _random.Random(4)
+    alphabet = [chr(i) for i in range(128)] + ["é", "ß", "_", "\u00a0", "٣"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))).lower()
+        assert _reward._tokens(text) == _reward._TOKEN_RE.findall(text), repr(text)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_fast_scanner_matches_exact_scanner(odd_kg, name):
+    """The code-string scanner (RewardModel's fast path) against the match-by-match
+    scanner on random texts: every component, entity list and claim count identical."""
+    fast = RewardModel(odd_kg, RewardConfig.preset_named(name))
+    exact = RewardModel(odd_kg, RewardConfig.preset_named(name))
+    assert fast._fast is not None
+    exact._fast = None
+    exact._questions.clear()
+    q = make_question(odd_kg, ["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
+    rng = _random.Random(name)
+    n_fast = 0
+    for _ in range(1500):
+        text = f"TRACE: {_random_trace(odd_kg, rng)}\nANSWER: {rng.choice('ABCD')}"
+        pf, rf = fast.score(q, text)
+        pe, re_ = exact.score(q, text)
+        assert (pf.model_dump(), rf.model_dump()) == (pe.model_dump(), re_.model_dump()), repr(text)
+        n_fast += fast._fast.codes(pf.trace_text.lower()) is not None
+    assert n_fast > 1000  # the fast path was really taken, not the fallback
+
+
+def test_fast_scanner_claims_match_extract_claims(odd_kg):
+    scanner = _reward._FastScanner(EntityMatcher(odd_kg).table, RelationMatcher(odd_kg).table)
+    of = {v: k for k, v in scanner.rel_code.items()}
+    rng = _random.Random(5)
+    for _ in range(1500):
+        trace = _random_trace(odd_kg, rng)
+        coded = scanner.codes(trace.lower())
+        if coded is None:
+            continue
+        claims = [(scanner.ent_of[s], of[ro[0]], scanner.ent_of[ro[1]]) for s, ro in scanner.claims_re.findall(coded[0])]
+        assert claims == extract_claims(odd_kg, trace), repr(trace)
