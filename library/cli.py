@@ -106,11 +106,17 @@ def train(
     seed: int = typer.Option(None, help="Override the profile's seed."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
+    backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon) | unsloth (NVIDIA CUDA)."),
+    load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="unsloth only: load the base model in 4 bit."),
+    max_seq_length: int = typer.Option(None, help="unsloth only: maximum sequence length."),
+    eval_device: str = typer.Option(None, help="mlx only: torch device for evaluation (cpu | mps)."),
 ) -> None:
     """Post-train a model: base -> SFT -> RSFT -> GRPO, with eval after each phase, into one run folder."""
+    from library.backends import BackendUnavailable
+    from library.backends.pipeline import run_training_with_backend
     from library.config import ConfigError, load_config
     from library.runs import DEFAULT_RUNS_ROOT, new_run_id
-    from library.train import ResumeError, run_training
+    from library.train import ResumeError
 
     overrides: dict = {}
     if model is not None:
@@ -128,8 +134,10 @@ def train(
         raise typer.Exit(2)
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
     try:
-        result = run_training(config, run_dir, resume=resume, console=console)
-    except ResumeError as exc:
+        result = run_training_with_backend(config, run_dir, backend=backend, resume=resume, console=console,
+                                           load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
+                                           eval_device=eval_device)
+    except (ResumeError, BackendUnavailable) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     console.print(str(result.path))

@@ -507,3 +507,15 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     with pytest.raises(ResumeError, match="backend 'mlx'"):  # another backend cannot resume it
         pipeline._UnslothRun(config, run.path, load_in_4bit=False, eval_device="cpu", max_seq_length=256).run(
             resume=True, console=Console(quiet=True), stop_after=None)
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple message")
+def test_cli_backend_refusal_is_one_clear_error(tmp_path):
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "library.cli", "train", "--backend", "mlx", "--run", str(run_dir)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Apple Silicon" in proc.stderr and "Traceback" not in proc.stderr
+    assert not run_dir.exists()
