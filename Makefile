@@ -23,8 +23,9 @@ $(STAMP): pyproject.toml
 data: venv
 	$(BIN)/kgr data
 
+# --resume: a finished run is a no-op, a killed one continues where it stopped
 train: venv
-	$(BIN)/kgr train --profile quick --run $(RUN)
+	$(BIN)/kgr train --profile quick --run $(RUN) --resume
 
 render: venv
 	$(BIN)/kgr render storyboards/short.yaml --run $(RUN)
@@ -34,5 +35,8 @@ demo: venv data train render
 test: venv
 	$(BIN)/pytest -q
 
+# performance targets live here, never in unit tests (run by hand: ~15 minutes in all)
 bench: venv
 	$(PYTHON) benchmarks/reward_throughput.py
+	$(PYTHON) benchmarks/generation.py
+	$(PYTHON) benchmarks/render.py

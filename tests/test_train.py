@@ -254,3 +254,28 @@ def test_resume_of_a_complete_run_is_a_no_op(trained):
     run_training(config, run.path, resume=True)
     for name, content in files.items():
         assert (run.path / name).read_bytes() == content, name
+
+
+def test_distribution_experiment_trains_on_each_split(tmp_path):
+    """RSFT from the SFT adapter on easy (train) and hard (train_hard) prompts, both evaluated on
+    the same eval questions; each condition logs into its own sub-run, never into the main log."""
+    from library.runs import RunDir
+    from library.train import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, grpo={"enabled": False, "init_from": "sft"}, rsft={"enabled": False},
+                         distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
+    run = run_training(config, tmp_path / "run")
+    dist = run.read_metrics()["distribution"]
+    assert set(dist) == {"easy", "hard"}
+    assert dist["easy"]["train_split"] == "train" and dist["hard"]["train_split"] == "train_hard"
+    eval_ids = {q["id"] for q in map(json.loads, (data_dir / "eval.jsonl").read_text().splitlines())}
+    for cond, split in (("easy", "train"), ("hard", "train_hard")):
+        assert dist[cond]["n"] == 4 and 0 <= dist[cond]["accuracy"] <= 1
+        sub = RunDir(run.path / "distribution" / cond)
+        rollouts = [e for e in sub.read_episodes() if getattr(e, "kind", None) == "rollout"]
+        assert rollouts and {e.split for e in rollouts} == {split}
+        assert not {e.ex_id for e in rollouts} & eval_ids
+        assert {e.ex_id for e in sub.read_episodes(split="eval")} <= eval_ids
+    assert not [e for e in run.read_episodes() if e.phase == "rsft"]  # main log untouched
+    assert run.read_meta()["phases_completed"] == ["base", "sft", "distribution"]
