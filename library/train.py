@@ -447,16 +447,22 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
         meta["phases_completed"] = list(completed)
 
     if did_work or meta.get("status") != "complete":
-        metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
-        metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
-        run.write_metrics(metrics)
-        meta["status"] = "complete"
-        meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        # one entry per process that did work (a resumed run has several)
-        meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
-        run.write_meta(meta)
+        finish_run(run, meta, metrics, t_start)
     console.print(f"[bold green]done[/] in {time.perf_counter() - t_start:.0f}s; peak RSS {peak_rss_mb():.0f} MB")
     return run
+
+
+def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_start: float) -> None:
+    """Total time, peak memory and the "complete" status, written once all phases are done
+    (shared by every backend so their run folders agree)."""
+    metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
+    metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
+    run.write_metrics(metrics)
+    meta["status"] = "complete"
+    meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    # one entry per process that did work (a resumed run has several)
+    meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
+    run.write_meta(meta)
 
 
 # ----------------------------------------------------------------------------- distribution

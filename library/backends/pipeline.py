@@ -180,7 +180,7 @@ class _BackendRun:
         from library.runs import RunDir
         from library.sft import load_adapter
         from library.train import (ResumeError, _drop_phase_episodes, _mark_trained, _trained, build_meta,
-                                   evaluate_phase, load_data, make_selection, peak_rss_mb)
+                                   evaluate_phase, finish_run, load_data, make_selection, peak_rss_mb)
 
         config, run_dir = self.config, self.run_dir
         run = RunDir(run_dir)
@@ -271,13 +271,7 @@ class _BackendRun:
                 run.write_meta(meta)
                 return run
         if did_work or meta.get("status") != "complete":
-            metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
-            metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
-            run.write_metrics(metrics)
-            meta["status"] = "complete"
-            meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-            meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
-            run.write_meta(meta)
+            finish_run(run, meta, metrics, t_start)
         console.print(f"[bold green]done[/] ({self.name}) in {time.perf_counter() - t_start:.0f}s")
         return run
 

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from library.contracts import PHASES, Question
 from library.errors import DataFileError
 from library.jsonl import atomic_write_text, iter_jsonl
+from library.evaluate import wilson_interval
 from library.kg import KnowledgeGraph, load_kg
 from library.runs import EPISODES, META, RunDir
 
@@ -194,18 +195,15 @@ def gold_path_layout(kg: KnowledgeGraph, q: Question, extra: Iterable[str] = (),
 
 # ----------------------------------------------------------------------------- statistics
 def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
-    """95% Wilson interval for k successes out of n.
+    """95% Wilson interval for k successes out of n, rounded for the page (library.evaluate's
+    interval; an empty sample shows [0, 0] rather than the uninformative [0, 1]).
 
     >>> wilson(5, 10)
     [0.23659, 0.76341]
     """
     if n == 0:
         return [0.0, 0.0]
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return [round(centre - half, 6), round(centre + half, 6)]
+    return [round(x, 6) for x in wilson_interval(k, n, z)]
 
 
 def mean_ci(values: list[float], z: float = 1.96) -> tuple[float, list[float]]:
