@@ -400,7 +400,10 @@ class KGPathScene(ClipScene):
         _, arc, c = best
         arc.add_tip(tip_length=0.15)
         tag.move_to(c)
-        return VGroup(DashedVMobject(arc, num_dashes=14), tag)
+        # drawn behind the (opaque) node boxes: where no clean route exists, the dashes pass
+        # under a box instead of striking through its text; the label stays on top
+        dashes = DashedVMobject(arc, num_dashes=14).set_z_index(-1)
+        return VGroup(dashes, tag)
 
     def _legend(self) -> VGroup:
         L = self.L
