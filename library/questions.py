@@ -50,9 +50,10 @@ SPLIT_FILES = {
     "eval": "eval.jsonl",
     "train_hard": "train_hard.jsonl",
     "eval_shuffled": "eval_shuffled.jsonl",
+    "dev": "dev.jsonl",
 }
 STATS_FILE = "stats.json"
-ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "hard-{:04d}"}
+ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "hard-{:04d}", "dev": "dev-{:04d}"}
 
 # Where a distractor came from (recorded in meta.distractors[].source), in tiers, best first:
 #  tier 0  wrong_relation: break the chain at one hop by following another relation, then
@@ -94,9 +95,14 @@ class DatasetConfig:
     kg_path: Path = Path("data/kg.json")
     out_dir: Path = Path("data")
     seed: int = 0
-    n_train: int = 3000
+    # The functional KG (one successor per entity and relation, docs/KG.md) has 779 edges, so
+    # 1-3-hop questions with three admissible distractors run out near 2,470.
+    n_train: int = 2400
     n_eval: int = 300  # split evenly over eval_hops
     n_train_hard: int = 300  # split evenly over eval_hops
+    # Recipe sweeps choose on dev (4-5 hops, disjoint in paths from eval and train_hard);
+    # eval.jsonl only reports a chosen recipe.
+    n_dev: int = 100
     train_hops: tuple[int, ...] = (1, 2, 3)
     train_hop_weights: tuple[int, ...] = (1, 2, 2)  # target mix of train_hops; spills over where the graph runs out
     eval_hops: tuple[int, ...] = (4, 5)
@@ -448,14 +454,17 @@ def path_edges(questions: Iterable[Question]) -> set[tuple[str, str, str]]:
     return {(e.src, e.rel, e.dst) for q in questions for e in q.path_star.edges}
 
 
-def leakage_report(train: list[Question], eval_: list[Question], hard: list[Question]) -> dict[str, int]:
+def leakage_report(train: list[Question], eval_: list[Question], hard: list[Question],
+                   dev: list[Question] = ()) -> dict[str, int]:
     """Counts of every kind of eval leakage we rule out; all must be zero.
 
     - ``eval_path_in_train``: an eval path (entity sequence) inside a train path;
     - ``eval_path_in_hard`` / ``hard_path_in_eval``: an eval path contiguously inside a
       train_hard path, or the other way round;
     - ``hard_eval_same_question``: train_hard and eval sharing (start, chain, answer);
-    - ``shared_question_text``: an eval question text that a training split also asks.
+    - ``shared_question_text``: an eval question text that a training split (or dev) also asks;
+    - ``eval_path_in_dev`` / ``dev_path_in_eval`` / ``hard_path_in_dev``: the same containment
+      checks between dev and the held-out 4-5-hop splits.
     """
     eval_seqs = {entity_seq(q) for q in eval_}
     min_eval = min((len(s) for s in eval_seqs), default=2)
@@ -474,7 +483,10 @@ def leakage_report(train: list[Question], eval_: list[Question], hard: list[Ques
         "eval_path_in_hard": sum(contains_eval(q) for q in hard),
         "hard_path_in_eval": sum(s in eval_windows for s in hard_seqs),
         "hard_eval_same_question": len({key(q) for q in hard} & {key(q) for q in eval_}),
-        "shared_question_text": len(eval_texts & {q.question for q in train + hard}),
+        "shared_question_text": len(eval_texts & {q.question for q in list(train) + list(hard) + list(dev)}),
+        "eval_path_in_dev": sum(contains_eval(q) for q in dev),
+        "dev_path_in_eval": sum(entity_seq(q) in eval_windows for q in dev),
+        "hard_path_in_dev": sum(any(w in hard_seqs for w in windows(entity_seq(q), min_eval)) for q in dev),
     }
 
 
@@ -675,8 +687,8 @@ def _teachable(kg: KnowledgeGraph, edge: PathEdge, cache: dict[tuple[str, str, s
     return cache[triple]
 
 
-def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tqdm, bar_hard: tqdm
-                         ) -> tuple[list[Question], list[Question]]:
+def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tqdm, bar_hard: tqdm, bar_dev: tqdm
+                         ) -> tuple[list[Question], list[Question], list[Question]]:
     teach_cache: dict[tuple[str, str, str], bool] = {}
     eval_b = _Builder(kg, "eval", random.Random(f"{config.seed}:eval"), config, bar_eval)
     eval_asked: set[tuple[str, tuple[str, ...]]] = set()
@@ -709,7 +721,24 @@ def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tq
 
     for hops, n in _per_hop(config.n_train_hard, config.eval_hops, [1] * len(config.eval_hops)).items():
         _sample_split(hard_b, hops, n, hard_ok)
-    return eval_qs, hard_b.finish()
+    hard_qs = hard_b.finish()
+
+    # dev: the same rules against eval *and* train_hard, so choosing a recipe on dev never
+    # looks at an eval path, and the distribution experiment's hard set stays its own.
+    held_seqs = eval_seqs | {entity_seq(q) for q in hard_qs}
+    held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
+    held_asked = eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}
+    dev_b = _Builder(kg, "dev", random.Random(f"{config.seed}:dev"), config, bar_dev)
+
+    def dev_ok(path: GoldPath) -> bool:
+        seq = tuple(path.entities)
+        if (seq[0], tuple(e.rel for e in path.edges)) in held_asked or seq in held_windows:
+            return False
+        return not any(w in held_seqs for w in windows(seq, min_eval_len))
+
+    for hops, n in _per_hop(config.n_dev, config.eval_hops, [1] * len(config.eval_hops)).items():
+        _sample_split(dev_b, hops, n, dev_ok)
+    return eval_qs, hard_qs, dev_b.finish()
 
 
 # --------------------------------------------------------------------------- stats + build
@@ -730,6 +759,8 @@ class DatasetStats:
     answer_letters: dict[str, dict[str, int]]
     mean_prompt_chars: dict[str, float]
     max_prompt_chars: dict[str, int]
+    # oracle accuracy per split and per taught-fact set (library/oracle.py)
+    oracle: dict[str, dict[str, float]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     generation_seconds: float = 0.0
 
@@ -760,6 +791,8 @@ class DatasetStats:
         lines.append(f"  unique answer verified: {verified}/{total}" + ("" if verified == total else "  <-- FAILED"))
         lines.append(f"  eval edges taught in train: {self.eval_edges_taught:.1%} of {self.eval_edges} "
                      f"({self.eval_edges_taught_1hop:.1%} as 1-hop questions); KG edges in train: {self.kg_edges_in_train:.1%}")
+        for facts, by_split in self.oracle.items():
+            lines.append(f"  oracle ({facts} facts): " + ", ".join(f"{k} {v:.1%}" for k, v in by_split.items()))
         leaks = sum(self.leakage.values())
         lines.append("  leakage checks: " + ("all zero" if leaks == 0 else str(self.leakage)))
         for split, sources in self.distractor_sources.items():
@@ -788,9 +821,10 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
     kg = load_kg(config.kg_path)
     disable = None if config.progress is None else not config.progress
     bars = {split: tqdm(total=n, desc=f"{split:<10}", unit="q", disable=disable, leave=False)
-            for split, n in (("eval", config.n_eval), ("train_hard", config.n_train_hard), ("train", config.n_train))}
+            for split, n in (("eval", config.n_eval), ("train_hard", config.n_train_hard), ("dev", config.n_dev),
+                             ("train", config.n_train))}
     try:
-        eval_qs, hard_qs = _build_eval_and_hard(kg, config, bars["eval"], bars["train_hard"])
+        eval_qs, hard_qs, dev_qs = _build_eval_and_hard(kg, config, bars["eval"], bars["train_hard"], bars["dev"])
         train_qs = _build_train(kg, config, eval_qs, bars["train"])
     finally:
         for bar in bars.values():
@@ -805,10 +839,13 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
         slot = min(others, key=lambda i: (used[i], shuf_rng.random()))
         used[slot] += 1
         shuffled.append(shuffle_question(q, shuf_rng, answer_slot=slot))
-    splits = {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled}
+    splits = {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled, "dev": dev_qs}
 
     verified = {name: [sum(verify_unique(kg, q) for q in qs), len(qs)] for name, qs in splits.items()}
-    leakage = leakage_report(train_qs, eval_qs, hard_qs)
+    leakage = leakage_report(train_qs, eval_qs, hard_qs, dev_qs)
+    from library.oracle import oracle_report  # here, not at the top: oracle imports this module's helpers
+
+    oracle = oracle_report(kg, splits)
     eval_edges = path_edges(eval_qs)
     train_edges = path_edges(train_qs)
     one_hop = path_edges(q for q in train_qs if q.hop_len == 1)
@@ -829,6 +866,7 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
         answer_letters={name: {x: sum(q.answer_star == x for q in qs) for x in LETTERS} for name, qs in splits.items()},
         mean_prompt_chars={name: round(sum(len(q.prompt) for q in qs) / max(len(qs), 1), 1) for name, qs in splits.items()},
         max_prompt_chars={name: max((len(q.prompt) for q in qs), default=0) for name, qs in splits.items()},
+        oracle=oracle,
     )
     for name, qs in splits.items():
         path = config.out_dir / SPLIT_FILES[name]

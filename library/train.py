@@ -60,6 +60,7 @@ class DataBundle:
     eval_shuffled: list
     kg: Any
     hashes: dict[str, str]
+    dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (benchmarks/recipe_sweep.py)
 
 
 def _sha256(path: Path) -> str:
@@ -81,6 +82,8 @@ def load_data(config: TrainConfig) -> DataBundle:
     hashes = {}
     for name, filename in SPLIT_FILES.items():
         path = data_dir / filename
+        if name == "dev" and not path.exists():  # data made before the dev split existed
+            continue
         splits[name] = read_jsonl(path, Question)
         hashes[filename] = _sha256(path)
     hashes[Path(config.kg_path).name] = _sha256(Path(config.kg_path))
@@ -240,11 +243,14 @@ def build_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Se
 
 # ----------------------------------------------------------------------------- eval
 def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_model, run: RunDir,
-                   config: TrainConfig, console: Console) -> dict[str, dict[str, Any]]:
-    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample.
+                   config: TrainConfig, console: Console, kg: Any = None) -> dict[str, dict[str, Any]]:
+    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
+    fact recall (library/facts.py) of the (entity, relation) groups the eval chains use.
 
-    Returns ``{split_key: metrics block}``; the episodes go to the run's episodes.jsonl.
+    Returns ``{key: block}`` (keys: eval, eval_shuffled, train_sample, facts); the episodes go
+    to the run's episodes.jsonl.
     """
+    kg = kg if kg is not None else reward_model.kg
     from library.evaluate import evaluate
 
     blocks = {}
@@ -263,6 +269,14 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
                       f"({time.perf_counter() - t0:.0f}s)")
+    if selection.eval:
+        # Did the model learn the facts the eval chains need (apart from composing them)?
+        from library.facts import eval_fact_groups, fact_recall
+
+        t0 = time.perf_counter()
+        blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
+        console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
+                      f"recall={blocks['facts']['recall']:.3f} ({time.perf_counter() - t0:.0f}s)")
     return blocks
 
 
@@ -316,7 +330,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
     from library.model import load_model, model_info
     from library.reward import RewardConfig, RewardModel
     from library.rsft import run_rsft
-    from library.sft import load_adapter, run_sft
+    from library.sft import add_lora, load_adapter, load_full_model, run_sft
 
     console = console or Console(stderr=True)
     if config.threads:
@@ -372,6 +386,23 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
 
     did_work = False
     base = model
+    # With full-fine-tuning SFT, the SFT model (not the original) is what RSFT/GRPO put their
+    # LoRA adapters on; ``rl_base`` loads it once when a resumed run starts after SFT.
+    sft_full = config.sft.method == "full"
+    base_is_sft = False
+
+    def rl_base():
+        nonlocal base, base_is_sft
+        if sft_full and not base_is_sft:
+            base, base_is_sft = load_full_model(adapter_root / "sft"), True
+        return base
+
+    def rl_start(init_from: str):
+        """The trainable policy an RL phase starts from: the saved result of ``init_from``."""
+        if sft_full and init_from == "sft":
+            return add_lora(rl_base(), config.sft.lora)
+        return load_adapter(rl_base(), adapter_root / init_from, trainable=True)
+
     for phase in config.phases():
         if phase in completed:
             continue
@@ -387,16 +418,16 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
             _drop_phase_episodes(run, phase, keep_rollouts=phase in ("rsft", "grpo"), keep_eval=info is not None)
             if info is not None:
                 console.print(f"  training of {phase} already finished; re-running its eval only")
-                phase_model = load_adapter(base, adapter_dir, trainable=False)
+                phase_model = load_adapter(base if phase == "sft" else rl_base(), adapter_dir, trainable=False)
             elif phase == "sft":
-                phase_model, res = run_sft(base, tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir,
+                phase_model, res = run_sft(base, tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir, kg=data.kg,
                                            adapter_dir=adapter_dir, seed=config.seed, resume=True)
                 info = {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
                         "seconds": res.seconds, "resumed_from": res.resumed_from,
                         "trainable_params": res.trainable_params, "total_params": res.total_params,
                         "ex_ids": [q.id for q in selection.sft]}  # what SFT trained on, for audits
             elif phase == "rsft":
-                start = load_adapter(base, adapter_root / "sft", trainable=True)
+                start = rl_start("sft")
                 reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
                 phase_model, res = run_rsft(start, tokenizer, selection.rsft_prompts, config.rsft, reward, run,
                                             ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
@@ -409,7 +440,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                         "curve": res.train.curve if res.train else [], "steps": res.train.steps if res.train else 0,
                         **res.extra}
             elif phase == "grpo":
-                start = load_adapter(base, adapter_root / config.grpo.init_from, trainable=True)
+                start = rl_start(config.grpo.init_from)
                 reward = RewardModel(data.kg, RewardConfig.preset_named(config.grpo.reward_preset))
                 phase_model, res = run_grpo(start, tokenizer, selection.grpo_pool, config.grpo, reward, run,
                                             ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
@@ -431,7 +462,9 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
         phase_model.eval()
         blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
         metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
-        if phase_model is not base:
+        if phase == "sft" and sft_full:  # the fully fine-tuned model (trained in place): every later phase's base
+            base, base_is_sft = phase_model, True
+        elif phase_model is not base:
             base = phase_model.unload()  # drop the LoRA layers (unmerged): the next phase loads its own adapter
         finish_phase(phase, blocks)
         if stop_after == phase:
@@ -440,7 +473,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
             return run
 
     if config.distribution.enabled and "distribution" not in completed:
-        metrics["distribution"] = run_distribution(base, tokenizer, config, data, selection, run, console)
+        metrics["distribution"] = run_distribution(rl_start, tokenizer, config, data, selection, run, console)
         run.write_metrics(metrics)
         did_work = True
         completed.append("distribution")
@@ -466,9 +499,10 @@ def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_sta
 
 
 # ----------------------------------------------------------------------------- distribution
-def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, selection: Selection,
-                     run: RunDir, console: Console) -> dict[str, Any]:
-    """RSFT from the SFT adapter on each training distribution, each evaluated on the same eval subset.
+def run_distribution(rl_start: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
+                     selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
+    """RSFT from the SFT result (``rl_start("sft")``: a trainable policy) on each training
+    distribution, each evaluated on the same eval subset.
 
     Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
     rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
@@ -479,7 +513,6 @@ def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, sel
     from library.grpo import filter_episodes
     from library.reward import RewardConfig, RewardModel
     from library.rsft import ROLLOUT_KIND, run_rsft, select_prompts
-    from library.sft import load_adapter
 
     out: dict[str, Any] = {}
     eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
@@ -494,7 +527,7 @@ def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, sel
         settings = config.rsft.model_copy(update={"distribution": cond})
         prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed, exclude=grpo_ids)
         t0 = time.perf_counter()
-        start = load_adapter(base, run.path / "adapters" / "sft", trainable=True)
+        start = rl_start("sft")
         model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
                               ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
                               adapter_dir=run.path / "adapters" / "distribution" / cond,
@@ -505,7 +538,7 @@ def run_distribution(base, tokenizer, config: TrainConfig, data: DataBundle, sel
         block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
                          batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
                          store_metrics=True)
-        base = model.unload()
+        model.unload()
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
         out[cond].update({"by_hop": block.get("by_hop", {}), "train_split": train_split,

@@ -145,3 +145,46 @@ def test_question_rows_come_from_reference(tiny):
     (row,) = question_rows(tok, [q])
     assert row["completion"] == "TRACE: x.\nANSWER: A" + tok.eos_token
     assert SFTSettings().lora.r == 16 and SFTSettings().learning_rate == 2e-4
+
+
+def test_padding_free_batches_keep_examples_apart(tiny, tmp_path):
+    """Padding-free batches (one flat sequence, per-example position ids) give the same loss as
+    padded ones: the attention keeps the examples apart, and no pad token is computed."""
+    model, tok = tiny
+    rows = sft_rows(tok, [EXAMPLES[0], ("Start at a. It leads to what? (1 step)", "TRACE: a leads to b.\nANSWER: A")])
+    losses = {}
+    for padding_free in (False, True):
+        trainer = build_sft_trainer(model, tok, rows, ckpt_dir=tmp_path / f"ck{padding_free}", learning_rate=1e-3,
+                                    max_steps=1, batch_size=2, max_length=512, seed=0, lora=LoraSettings(),
+                                    padding_free=padding_free)
+        batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+        if padding_free:
+            assert batch["input_ids"].shape[0] == 1 and "position_ids" in batch
+            assert (batch["input_ids"] != tok.pad_token_id).all() or tok.pad_token_id == tok.eos_token_id
+            assert batch["input_ids"].shape[1] == sum(len(trainer.train_dataset[i]["input_ids"]) for i in range(2))
+        trainer.model.eval()  # no dropout: compare the two layouts exactly
+        with torch.no_grad():
+            out = trainer.model(**{k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")},
+                                use_cache=False)
+        losses[padding_free] = out.loss.item()
+        model = trainer.model.unload()
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
+    from types import SimpleNamespace
+
+    from library.contracts import Reference
+    from library.facts import KNOWLEDGE_PROMPT
+    from library.sft import sft_examples
+
+    q = SimpleNamespace(prompt="P", answer_star="A", ref=Reference(trace="t", completion="TRACE: t\nANSWER: A"))
+    settings = SFTSettings(knowledge_epochs=2, facts_per_row=10, question_epochs=3)
+    examples = sft_examples([q], settings, kg=real_kg, seed=0)
+    knowledge = [c for u, c in examples if u == KNOWLEDGE_PROMPT]
+    assert [e for e in examples if e[0] == "P"] == [("P", "TRACE: t\nANSWER: A")] * 3
+    facts = [line for c in knowledge for line in c.split("\n")]
+    assert len(facts) == 2 * len(real_kg.edges)  # every fact, every epoch, one clause per line
+    assert all(line.endswith(".") for line in facts)
+    with pytest.raises(ValueError):
+        sft_examples([q], settings, kg=None, seed=0)

@@ -279,3 +279,31 @@ def test_distribution_experiment_trains_on_each_split(tmp_path):
         assert {e.ex_id for e in sub.read_episodes(split="eval")} <= eval_ids
     assert not [e for e in run.read_episodes() if e.phase == "rsft"]  # main log untouched
     assert run.read_meta()["phases_completed"] == ["base", "sft", "distribution"]
+
+
+def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
+    """sft.method=full: SFT (with the knowledge stage) trains every weight and saves a whole model;
+    RSFT and GRPO put LoRA adapters on that model; a run killed after SFT resumes from the saved
+    model, and the RL phases' adapters never change the SFT weights."""
+    import torch
+
+    from library.sft import is_full_model_dir, load_full_model
+    from library.train import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, sft={"method": "full", "knowledge_epochs": 1, "facts_per_row": 8,
+                                        "max_steps": None, "learning_rate": 1e-3})
+    run_dir = tmp_path / "run"
+    run = run_training(config, run_dir, stop_after="sft")
+    assert is_full_model_dir(run_dir / "adapters" / "sft")
+    sft_weights = {k: v.clone() for k, v in load_full_model(run_dir / "adapters" / "sft").state_dict().items()}
+    run = run_training(config, run_dir, resume=True)
+    meta, metrics = run.read_meta(), run.read_metrics()
+    assert meta["phases_completed"] == ["base", "sft", "rsft", "grpo"]
+    for phase in ("rsft", "grpo"):
+        assert (run_dir / "adapters" / phase / "adapter_config.json").exists()
+    assert metrics["training"]["sft"]["trainable_params"] == metrics["training"]["sft"]["total_params"]
+    assert set(metrics["facts"]) == {"base", "sft", "rsft", "grpo"}
+    assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
+    after = load_full_model(run_dir / "adapters" / "sft").state_dict()
+    assert all(torch.equal(after[k], v) for k, v in sft_weights.items())

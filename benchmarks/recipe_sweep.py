@@ -1,0 +1,120 @@
+"""Recipe sweep: learning curves of SFT recipes on this machine, chosen on the dev split.
+
+Each case trains one SFT adapter from the embedded model with the pipeline's own ``run_sft``
+(knowledge stage + question SFT, library/sft.py) and, every ``--every`` optimizer steps and at
+the end, measures against wall-clock training seconds:
+
+- fact recall of the (entity, relation) groups the dev chains use (library/facts.py);
+- greedy accuracy on ``--n-dev`` dev questions (4-5 hops; dev is disjoint in paths from eval
+  and train_hard; eval.jsonl is never read here).
+
+Usage::
+
+    .venv/bin/python benchmarks/recipe_sweep.py --cases lora64_lr2e-3_k6 --n-dev 60
+    .venv/bin/python benchmarks/recipe_sweep.py --list
+
+Results append to ``--out`` (JSONL, one line per measurement) as they come, so a long sweep can
+be read while it runs; the last line printed is one JSON object with every case's final figures.
+The table in docs/RECIPE.md comes from these lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: name -> overrides of the quick profile's ``sft`` section (what a case changes)
+CASES: dict[str, dict] = {
+    # the first version's recipe: questions only, paper lr, r=16
+    "paper_r16_lr2e-4_k0": {"lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-4, "knowledge_epochs": 0,
+                            "question_epochs": 1},
+    "lora16_lr2e-3_k6": {"lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-3, "knowledge_epochs": 6},
+    "lora64_lr1e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 1e-3, "knowledge_epochs": 6},
+    "lora64_lr2e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 2e-3, "knowledge_epochs": 6},
+    "lora64_lr4e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 4e-3, "knowledge_epochs": 6},
+    "lora64_lr2e-3_k10": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 2e-3, "knowledge_epochs": 10},
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="lora64_lr2e-3_k6", help="comma-separated case names (--list shows them)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--model", default="embedded")
+    ap.add_argument("--n-dev", type=int, default=60, help="dev questions per measurement (hop-balanced)")
+    ap.add_argument("--every", type=int, default=0, help="measure every N optimizer steps (0: only at the end)")
+    ap.add_argument("--question-limit", type=int, default=0, help="train on at most N SFT questions (0: all)")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "recipe_sweep.jsonl")
+    args = ap.parse_args()
+    if args.list:
+        for name, over in CASES.items():
+            print(f"{name:<24} {json.dumps(over)}")
+        return
+
+    import torch
+    from transformers import TrainerCallback, set_seed
+
+    from library.config import deep_merge, load_config
+    from library.evaluate import evaluate
+    from library.facts import eval_fact_groups, fact_recall
+    from library.model import load_model
+    from library.reward import RewardConfig, RewardModel
+    from library.sft import run_sft
+    from library.train import load_data, make_selection, select_balanced
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    finals = {}
+    for name in args.cases.split(","):
+        cfg = load_config(args.profile, overrides={"model": args.model, "sft": CASES[name]})
+        torch.set_num_threads(cfg.threads or torch.get_num_threads())
+        set_seed(cfg.seed)
+        data = load_data(cfg)
+        selection = make_selection(cfg, data)
+        sft_questions = selection.sft[:args.question_limit] if args.question_limit else selection.sft
+        dev = select_balanced(data.dev, args.n_dev, f"{cfg.seed}:dev")
+        groups = eval_fact_groups(data.kg, data.dev)
+        reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.eval.reward_preset))
+        model, tok = load_model(cfg.model)
+        clock = {"train": 0.0, "since": time.perf_counter()}
+
+        def measure(peft_model, step: int) -> dict:
+            clock["train"] += time.perf_counter() - clock["since"]
+            recall = fact_recall(peft_model, tok, data.kg, groups)
+            block = evaluate(peft_model, tok, dev, reward, phase="sft", split="dev", batch_size=cfg.eval.batch_size,
+                             max_new_tokens=cfg.eval.max_new_tokens, progress=False)
+            line = {"case": name, "step": step, "train_seconds": round(clock["train"], 1),
+                    "fact_recall": recall["recall"], "dev_accuracy": block["accuracy"], "dev_n": block["n"],
+                    "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
+                    "valid_format": block.get("valid_format_rate")}
+            with args.out.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+            print(json.dumps(line), flush=True)
+            peft_model.train()
+            clock["since"] = time.perf_counter()
+            return line
+
+        class Curve(TrainerCallback):
+            def on_step_end(self, targs, state, control, model=None, **kw):
+                if args.every and state.global_step % args.every == 0 and state.global_step < state.max_steps:
+                    measure(model, state.global_step)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            peft_model, res = run_sft(model, tok, sft_questions, cfg.sft, ckpt_dir=Path(tmp) / "ckpt",
+                                      adapter_dir=Path(tmp) / "adapter", seed=cfg.seed, kg=data.kg,
+                                      resume=False, callbacks=[Curve()])
+        final = measure(peft_model, res.steps)
+        final["steps"] = res.steps
+        finals[name] = final
+    print(json.dumps(finals))
+
+
+if __name__ == "__main__":
+    main()
