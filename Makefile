@@ -61,8 +61,10 @@ demo: venv data train render
 test: venv
 	$(BIN)/pytest -q
 
-# performance targets live here, never in unit tests (run by hand: ~15 minutes in all)
+# performance targets live here, never in unit tests (run by hand: ~20 minutes in all).
+# benchmarks/recipe_sweep.py (learning curves, ~20 minutes a case) is run on its own.
 bench: venv
 	$(PYTHON) benchmarks/reward_throughput.py
 	$(PYTHON) benchmarks/generation.py
+	$(PYTHON) benchmarks/training.py
 	$(PYTHON) benchmarks/render.py

@@ -26,7 +26,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from library.generate import GenerationStats, generate  # noqa: E402
+from library.generate import GenerationStats, ct2_generator, generate_completions  # noqa: E402
 from library.model import format_prompt, load_model  # noqa: E402
 
 
@@ -70,50 +70,84 @@ def plain(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_toke
     return count_new_tokens(new, eos), seconds, texts_out
 
 
-def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int):
+def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int,
+         engine: str = "torch", ct2=None):
+    """The pipeline's generator (``library.generate``) with one engine; a ct2 generator is
+    converted once outside the timing (its conversion cost is reported on its own line)."""
     stats = GenerationStats()
-    out = generate(model, tok, texts, max_new_tokens=max_new_tokens, do_sample=do_sample, num_return_sequences=n,
-                   batch_size=len(texts) * n, seed=seed, progress=False, stats=stats)
-    return stats.new_tokens, stats.seconds, [t for group in out for t in group]
+    out = generate_completions(model, tok, texts, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                               num_return_sequences=n, batch_size=len(texts) * n, seed=seed, progress=False,
+                               stats=stats, engine=engine, ct2=ct2)
+    return stats.new_tokens, stats.seconds, [c.text for group in out for c in group]
 
 
 def main() -> None:
+    import contextlib
+
+    from library.config import GenerationSettings
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--cases", default="greedy8,sampled8,greedy32,sampled32,group4x8",
                         help="comma list of greedy<B>, sampled<B>, group<P>x<N>")
+    parser.add_argument("--engines", default="torch,ct2:int8,ct2:float32",
+                        help="the pipeline generator's engines to measure (torch, ct2:<compute type>)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model)
     prompts = load_prompts(64)
-    # Warm-up (first calls allocate and pick kernels).
-    ours(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
-    plain(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+    default = GenerationSettings()
+    pipeline_engine = "torch" if default.engine == "torch" else f"ct2:{default.ct2_compute_type}"
+    engines = args.engines.split(",")
+    if pipeline_engine not in engines:
+        engines.insert(0, pipeline_engine)
 
-    print(f"model={args.model} threads={args.threads} max_new_tokens={args.max_new_tokens}")
-    print(f"{'case':<12} {'plain tok/s':>12} {'ours tok/s':>11} {'ratio':>6}  notes")
-    results = []
-    for case in args.cases.split(","):
-        if case.startswith("group"):
-            p, n = (int(x) for x in case[len("group"):].split("x"))
-            do_sample = True
-        else:
-            do_sample = case.startswith("sampled")
-            p, n = int(case.lstrip("greedysampled")), 1
-        texts = prompts[:p]
-        kw = dict(n=n, do_sample=do_sample, max_new_tokens=args.max_new_tokens, seed=0)
-        tok_p, sec_p, out_p = plain(model, tok, texts, **kw)
-        tok_o, sec_o, out_o = ours(model, tok, texts, **kw)
-        rate_p, rate_o = tok_p / sec_p, tok_o / sec_o
-        note = ""
-        if not do_sample:
-            same = sum(a == b for a, b in zip(out_p, out_o))
-            note = f"greedy outputs identical: {same}/{len(out_p)}"
-        print(f"{case:<12} {rate_p:>12.1f} {rate_o:>11.1f} {rate_o / rate_p:>5.2f}x  {note}", flush=True)
-        results.append({"case": case, "plain_tok_s": rate_p, "ours_tok_s": rate_o, "ratio": rate_o / rate_p,
-                        "plain_tokens": tok_p, "ours_tokens": tok_o})
+    with contextlib.ExitStack() as stack:
+        ct2 = {}
+        for engine in engines:
+            if engine.startswith("ct2:"):
+                t0 = time.perf_counter()
+                ct2[engine] = stack.enter_context(ct2_generator(model, tok, engine.split(":")[1], threads=args.threads))
+                print(f"{engine}: merge + save + convert took {time.perf_counter() - t0:.1f}s (once per model version)")
+
+        def run_ours(engine: str, texts, **kw):
+            return ours(model, tok, texts, engine=engine.split(":")[0], ct2=ct2.get(engine), **kw)
+
+        # Warm-up (first calls allocate and pick kernels).
+        for engine in engines:
+            run_ours(engine, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+        plain(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+
+        print(f"model={args.model} threads={args.threads} max_new_tokens={args.max_new_tokens} "
+              f"pipeline engine={pipeline_engine}")
+        print(f"{'case':<12} {'plain tok/s':>12} " + " ".join(f"{e:>12}" for e in engines) + "  notes")
+        results = []
+        for case in args.cases.split(","):
+            if case.startswith("group"):
+                p, n = (int(x) for x in case[len("group"):].split("x"))
+                do_sample = True
+            else:
+                do_sample = case.startswith("sampled")
+                p, n = int(case.lstrip("greedysampled")), 1
+            texts = prompts[:p]
+            kw = dict(n=n, do_sample=do_sample, max_new_tokens=args.max_new_tokens, seed=0)
+            tok_p, sec_p, out_p = plain(model, tok, texts, **kw)
+            rates, notes, tokens = {}, [], {}
+            for engine in engines:
+                tok_o, sec_o, out_o = run_ours(engine, texts, **kw)
+                rates[engine], tokens[engine] = tok_o / sec_o, tok_o
+                if not do_sample:
+                    notes.append(f"{engine} greedy = plain: {sum(a == b for a, b in zip(out_p, out_o))}/{len(out_p)}")
+            rate_p = tok_p / sec_p
+            print(f"{case:<12} {rate_p:>12.1f} " + " ".join(f"{rates[e]:>12.1f}" for e in engines)
+                  + "  " + "; ".join(notes), flush=True)
+            results.append({"case": case, "plain_tok_s": round(rate_p, 1),
+                            "ours_tok_s": round(rates[pipeline_engine], 1),
+                            "ratio": round(rates[pipeline_engine] / rate_p, 2), "pipeline_engine": pipeline_engine,
+                            "engines_tok_s": {e: round(r, 1) for e, r in rates.items()},
+                            "plain_tokens": tok_p, "ours_tokens": tokens[pipeline_engine]})
     print(json.dumps(results))
 
 

@@ -32,16 +32,16 @@ sys.path.insert(0, str(REPO))
 
 #: name -> overrides of the quick profile's ``sft`` section (what a case changes)
 CASES: dict[str, dict] = {
-    # the first version's recipe: questions only, paper lr, r=16
-    "paper_r16_lr2e-4_k0": {"lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-4, "knowledge_epochs": 0,
-                            "question_epochs": 1},
-    "lora16_lr2e-3_k6": {"lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-3, "knowledge_epochs": 6},
-    "lora64_lr1e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 1e-3, "knowledge_epochs": 6},
-    "lora64_lr2e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 2e-3, "knowledge_epochs": 6},
-    "lora64_lr4e-3_k6": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 4e-3, "knowledge_epochs": 6},
-    "lora64_lr2e-3_k10": {"lora": {"r": 64, "alpha": 64}, "learning_rate": 2e-3, "knowledge_epochs": 10},
+    # the first version's recipe: LoRA r=16 at the paper's lr, questions only (no knowledge stage)
+    "lora16_lr2e-4_k0": {"method": "lora", "lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-4,
+                         "knowledge_epochs": 0, "n_questions": 320, "batch_size": 8},
+    "lora64_lr2e-3_k6": {"method": "lora", "lora": {"r": 64, "alpha": 64}, "learning_rate": 2e-3,
+                         "knowledge_epochs": 6},
+    "full_lr1e-4_k6": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6},
+    "full_lr1e-4_k6_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6, "n_questions": 128},
+    "full_lr2e-4_k6": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 6},
+    "full_lr1e-4_k10": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 10},
 }
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -75,6 +75,9 @@ class SFTSettings(_Strict):
     knowledge_epochs: int = Field(0, ge=0)
     facts_per_row: int = Field(16, ge=1)
     question_epochs: int = Field(1, ge=0)
+    # How many training questions SFT demonstrates the format on (hop-balanced; None: all of
+    # train.jsonl minus the GRPO pool). A question row costs ~150 tokens, a fact ~12.
+    n_questions: int | None = Field(None, ge=1)
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)
@@ -126,6 +129,18 @@ class GRPOSettings(_Strict):
     save_steps: int = Field(10, ge=1)
 
 
+class GenerationSettings(_Strict):
+    """How every phase generates (eval answers, RSFT samples): one engine for all of them.
+
+    "ct2" (CTranslate2, int8 weights) decodes several times faster on CPU than the PyTorch loop
+    (benchmarks/generation.py, with its agreement against fp32); "torch" is exact fp32 and
+    needs no extra package.
+    """
+
+    engine: Literal["torch", "ct2"] = "torch"
+    ct2_compute_type: Literal["int8", "float32", "int8_float32"] = "int8"
+
+
 class EvalSettings(_Strict):
     """Evaluation after every phase: a hop-balanced subset of eval, the same ids shuffled, a train sample."""
 
@@ -157,6 +172,7 @@ class TrainConfig(_Strict):
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
     distribution: DistributionSettings = Field(default_factory=DistributionSettings)
 
     @model_validator(mode="after")

@@ -145,7 +145,8 @@ def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: 
 
 def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, phase: str, split: str,
              run=None, step: int = 0, batch_size: int = 16, max_new_tokens: int = 64,
-             store_metrics: bool = True, progress: bool = True, chunk: int | None = None) -> dict[str, Any]:
+             store_metrics: bool = True, progress: bool = True, chunk: int | None = None,
+             engine: str = "torch", ct2_compute_type: str = "int8", ct2: Any = None) -> dict[str, Any]:
     """Greedy-answer ``questions``, score them, log episodes and return the metrics block.
 
     With a ``run`` (:class:`library.runs.RunDir`), one episode per question is appended (in
@@ -162,12 +163,14 @@ def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, p
     if run is not None:
         done = eval_episodes(run.iter_episodes(phase=phase), phase=phase, split=split, step=step)
     todo = [q for q in questions if q.id not in done]
-    chunk = chunk or max(1, 4 * batch_size)
+    # CTranslate2 converts the model once per call: one chunk, so the conversion is paid once
+    chunk = chunk or (max(1, len(todo)) if engine == "ct2" else max(1, 4 * batch_size))
     fresh: dict[str, Episode] = {}
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         outs = generate_completions(model, tokenizer, [q.prompt for q in part], max_new_tokens=max_new_tokens,
-                                    do_sample=False, batch_size=batch_size, progress=progress)
+                                    do_sample=False, batch_size=batch_size, progress=progress,
+                                    engine=engine, ct2_compute_type=ct2_compute_type, ct2=ct2)
         episodes = []
         for q, group in zip(part, outs):
             completion = group[0].text

@@ -39,7 +39,7 @@ import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
@@ -264,18 +264,75 @@ def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new
     return tokens, finished
 
 
+#: Generation engines: "torch" (the loop below, exact fp32) and "ct2" (CTranslate2; see
+#: :func:`ct2_generator`). "ct2" needs the optional ``ctranslate2`` package.
+ENGINES = ("torch", "ct2")
+
+
+@contextlib.contextmanager
+def ct2_generator(model, tokenizer, compute_type: str = "int8", threads: int | None = None):
+    """A CTranslate2 generator holding a converted copy of ``model`` (LoRA merged first).
+
+    Why: CTranslate2's fused CPU kernels (and int8 weights) decode several times faster than
+    any PyTorch loop on this machine (``benchmarks/generation.py``). The price is a conversion
+    per model version (merge, save, convert: measured in the benchmark), paid once per eval or
+    RSFT sampling round. ``compute_type`` "float32" keeps fp32 arithmetic; "int8" quantizes the
+    weights (its agreement with fp32 is reported by the benchmark).
+    """
+    import tempfile
+    from pathlib import Path
+
+    import ctranslate2
+
+    with generation_model(model, merge_lora=True) as merged, tempfile.TemporaryDirectory() as tmp:
+        hf_dir, ct2_dir = Path(tmp) / "hf", Path(tmp) / "ct2"
+        merged.save_pretrained(str(hf_dir))
+        tokenizer.save_pretrained(str(hf_dir))
+        ctranslate2.converters.TransformersConverter(str(hf_dir), low_cpu_mem_usage=True).convert(
+            str(ct2_dir), quantization=compute_type, force=True)
+        yield ctranslate2.Generator(str(ct2_dir), device="cpu", compute_type=compute_type,
+                                    intra_threads=threads or torch.get_num_threads(), inter_threads=1)
+
+
+def _ct2_generate(generator, tokenizer, unique_ids: list[list[int]], *, n: int, max_new_tokens: int,
+                  do_sample: bool, temperature: float, top_p: float, eos_ids: list[int], batch_size: int,
+                  seed: int) -> dict[int, tuple[list[list[int]], list[bool]]]:
+    """Token ids and finished flags per unique prompt, ``n`` rows each, from CTranslate2."""
+    import ctranslate2
+
+    ctranslate2.set_random_seed(seed)
+    start = [tokenizer.convert_ids_to_tokens(ids) for ids in unique_ids for _ in range(n)]
+    kwargs = dict(max_batch_size=batch_size, max_length=max_new_tokens, include_prompt_in_result=False,
+                  end_token=eos_ids, return_end_token=True)
+    if do_sample:
+        kwargs.update(sampling_topk=0, sampling_topp=top_p, sampling_temperature=temperature)
+    results = generator.generate_batch(start, **kwargs)
+    out: dict[int, tuple[list[list[int]], list[bool]]] = {}
+    for u in range(len(unique_ids)):
+        rows = [list(results[u * n + k].sequences_ids[0]) for k in range(n)]
+        out[u] = (rows, [bool(r) and r[-1] in eos_ids for r in rows])
+    return out
+
+
 def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int = 64,
                          do_sample: bool = False, temperature: float = 0.6, top_p: float = 0.9,
                          num_return_sequences: int = 1, batch_size: int = 16, seed: int = 0,
                          progress: bool = True, chat: bool = True, merge_lora: bool = True,
-                         stats: GenerationStats | None = None) -> list[list[Completion]]:
+                         stats: GenerationStats | None = None, engine: str = "torch",
+                         ct2_compute_type: str = "int8", ct2: Any = None) -> list[list[Completion]]:
     """Like :func:`generate` but returns :class:`Completion` objects (text + token ids).
 
     ``batch_size`` counts generated rows: a batch holds ``max(1, batch_size // n)`` unique
     prompts times ``n = num_return_sequences`` samples. ``chat=False`` takes ``user_texts`` as
-    already formatted prompt strings.
+    already formatted prompt strings. ``engine="ct2"`` decodes with CTranslate2
+    (:func:`ct2_generator`) instead of the PyTorch loop; the output format is the same. Pass
+    an open ``ct2`` generator (from :func:`ct2_generator` on this ``model``) to reuse one
+    conversion across calls.
     """
     from tqdm.auto import tqdm
+
+    if engine not in ENGINES:
+        raise ValueError(f"unknown generation engine {engine!r} (known: {', '.join(ENGINES)})")
 
     if num_return_sequences < 1:
         raise ValueError("num_return_sequences must be >= 1")
@@ -296,7 +353,21 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
     eos_ids = _eos_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     results: dict[int, list[Completion]] = {}
-    with generation_model(model, merge_lora) as gen_model:
+    if engine == "ct2":
+        with (contextlib.nullcontext(ct2) if ct2 is not None
+              else ct2_generator(model, tokenizer, ct2_compute_type)) as generator:
+            produced = _ct2_generate(generator, tokenizer, unique_ids, n=n, max_new_tokens=max_new_tokens,
+                                     do_sample=do_sample, temperature=temperature, top_p=top_p, eos_ids=eos_ids,
+                                     batch_size=max(1, batch_size), seed=seed)
+        for u, (rows, done) in produced.items():
+            decoded = tokenizer.batch_decode(rows, skip_special_tokens=True)
+            results[u] = [Completion(text=text.strip(), token_ids=ids, finished=fin, prompt_ids=unique_ids[u])
+                          for text, ids, fin in zip(decoded, rows, done)]
+            if stats is not None:
+                stats.new_tokens += sum(len(r) for r in rows)
+                stats.prefill_tokens += len(unique_ids[u]) * n
+        batches = []  # nothing left for the PyTorch loop
+    with generation_model(model, merge_lora and bool(batches)) as gen_model:
         bar = tqdm(total=len(unique_ids) * n, disable=not progress, desc="generate", unit="seq")
         for index, batch in enumerate(batches):
             # One generator per batch, seeded from (seed, batch index): reproducible, and a
@@ -327,7 +398,7 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
 def generate(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int = 64, do_sample: bool = False,
              temperature: float = 0.6, top_p: float = 0.9, num_return_sequences: int = 1, batch_size: int = 16,
              seed: int = 0, progress: bool = True, chat: bool = True, merge_lora: bool = True,
-             stats: GenerationStats | None = None) -> list[list[str]]:
+             stats: GenerationStats | None = None, engine: str = "torch", ct2_compute_type: str = "int8") -> list[list[str]]:
     """Completions for each user text: ``out[i]`` is a list of ``num_return_sequences`` strings.
 
     The texts are wrapped in the chat template (:func:`library.model.format_prompt`) unless
@@ -344,7 +415,8 @@ def generate(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int
     completions = generate_completions(
         model, tokenizer, user_texts, max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature,
         top_p=top_p, num_return_sequences=num_return_sequences, batch_size=batch_size, seed=seed,
-        progress=progress, chat=chat, merge_lora=merge_lora, stats=stats)
+        progress=progress, chat=chat, merge_lora=merge_lora, stats=stats, engine=engine,
+        ct2_compute_type=ct2_compute_type)
     return [[c.text for c in group] for group in completions]
 
 

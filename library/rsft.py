@@ -149,16 +149,19 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
     return episodes, winners
 
 
-def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int) -> list[list[str]]:
-    """K sampled completions per question from the current adapter (grouped per question)."""
+def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int,
+                       generation: Any = None) -> list[list[str]]:
+    """K sampled completions per question from the current adapter (grouped per question),
+    with the run's generation engine (``generation``: a GenerationSettings; default torch)."""
     from library.generate import generate
 
     k = settings.k_samples
+    engine = dict(engine=generation.engine, ct2_compute_type=generation.ct2_compute_type) if generation else {}
     flat = generate(
         model, tokenizer, [q.prompt for q in questions],
         max_new_tokens=settings.max_new_tokens, do_sample=True,
         temperature=settings.temperature, top_p=settings.top_p,
-        num_return_sequences=k, batch_size=settings.gen_batch_size, seed=seed,
+        num_return_sequences=k, batch_size=settings.gen_batch_size, seed=seed, **engine,
     )
     flat = [getattr(x, "text", x) for x in flat]
     if flat and isinstance(flat[0], (list, tuple)):
@@ -170,7 +173,7 @@ def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSF
 
 def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
-             resume: bool = True, callbacks: list | None = None):
+             resume: bool = True, callbacks: list | None = None, generation: Any = None):
     """Phase 3 on ``model`` (a PeftModel whose "default" adapter is the trainable SFT adapter).
 
     Rollouts are written to the run's episodes once and marked done (``<ckpt_dir>/rollouts.done``);
@@ -199,7 +202,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         # Anything of this phase already in the log is from an interrupted attempt: start clean.
         run.drop_episodes("rsft")
         model.eval()
-        completions = sample_completions(model, tokenizer, questions, settings, seed)
+        completions = sample_completions(model, tokenizer, questions, settings, seed, generation)
         episodes, winners = score_and_select(questions, completions, reward_model)
         run.append_episodes(episodes)
         done.write_text(f"{len(episodes)}\n", encoding="utf-8")

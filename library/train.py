@@ -159,9 +159,13 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
     eval_shuf = [shuffled_by_source[q.id] for q in eval_sub if q.id in shuffled_by_source] if config.eval.shuffled else []
     grpo_pool = select_balanced(data.train, config.grpo.n_prompts, f"{seed}:grpo") if config.grpo.enabled else []
     grpo_ids = {q.id for q in grpo_pool}
-    sft = [q for q in data.train if q.id not in grpo_ids]
+    not_rl = [q for q in data.train if q.id not in grpo_ids]
+    sft = select_balanced(not_rl, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else not_rl
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
-    rsft_prompts = (select_prompts(sft, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
+    # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
+    sft_ids = {q.id for q in sft}
+    rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
+    rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
     for qs in (sft, grpo_pool, rsft_prompts):
@@ -251,24 +255,34 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
     to the run's episodes.jsonl.
     """
     kg = kg if kg is not None else reward_model.kg
+    import contextlib
+
     from library.evaluate import evaluate
+    from library.generate import ct2_generator
 
     blocks = {}
-    for key, questions in (("eval", selection.eval), ("eval_shuffled", selection.eval_shuffled),
-                           ("train_sample", selection.train_sample)):
-        if not questions:
-            continue
-        t0 = time.perf_counter()
-        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
-        # blocks when the phase completes), so a half-done phase never shows up as a result.
-        blocks[key] = evaluate(
-            model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
-            batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
-            store_metrics=False,
-        )
-        acc = blocks[key].get("accuracy")
-        console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
-                      f"({time.perf_counter() - t0:.0f}s)")
+    gen = config.generation
+    t0 = time.perf_counter()
+    with (ct2_generator(model, tokenizer, gen.ct2_compute_type) if gen.engine == "ct2"
+          else contextlib.nullcontext()) as ct2:  # one conversion for every split of this phase
+        if ct2 is not None:
+            console.print(f"  [dim]{phase} eval[/] converted for CTranslate2 ({gen.ct2_compute_type}) "
+                          f"in {time.perf_counter() - t0:.0f}s")
+        for key, questions in (("eval", selection.eval), ("eval_shuffled", selection.eval_shuffled),
+                               ("train_sample", selection.train_sample)):
+            if not questions:
+                continue
+            t0 = time.perf_counter()
+            # store_metrics=False: run_training is the single writer of metrics.json (it writes the
+            # blocks when the phase completes), so a half-done phase never shows up as a result.
+            blocks[key] = evaluate(
+                model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
+                batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+                store_metrics=False, engine=gen.engine, ct2_compute_type=gen.ct2_compute_type, ct2=ct2,
+            )
+            acc = blocks[key].get("accuracy")
+            console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
+                          f"({time.perf_counter() - t0:.0f}s)")
     if selection.eval:
         # Did the model learn the facts the eval chains need (apart from composing them)?
         from library.facts import eval_fact_groups, fact_recall
@@ -431,7 +445,8 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                 reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
                 phase_model, res = run_rsft(start, tokenizer, selection.rsft_prompts, config.rsft, reward, run,
                                             ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
-                                            forbidden_ids=selection.forbidden_ids, resume=True)
+                                            forbidden_ids=selection.forbidden_ids, resume=True,
+                                            generation=config.generation)
                 info = {"n_prompts": res.n_prompts, "n_samples": res.n_samples, "n_winners": res.n_winners,
                         "n_dropped_wrong": res.n_dropped_wrong, "sample_accuracy": res.sample_accuracy,
                         "seconds_sampling": res.seconds_sampling, "seconds_training": res.seconds_training,
@@ -531,13 +546,15 @@ def run_distribution(rl_start: Callable[[str], Any], tokenizer, config: TrainCon
         model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
                               ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
                               adapter_dir=run.path / "adapters" / "distribution" / cond,
-                              seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
+                              seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True,
+                              generation=config.generation)
         # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
         filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
         model.eval()
         block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
                          batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
-                         store_metrics=True)
+                         store_metrics=True, engine=config.generation.engine,
+                         ct2_compute_type=config.generation.ct2_compute_type)
         model.unload()
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}

@@ -36,7 +36,7 @@ from library.questions import (
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_KG = REPO / "data" / "kg.json"
-SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, progress=False)
+SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, n_dev=40, progress=False)
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -189,7 +189,8 @@ def _datasets(built):
 def test_schema_counts_ids_and_letters(built):
     out, stats, splits = built
     assert {n: sum(int(v) for v in c.values()) for n, c in stats.counts.items()} == {
-        "train": 600, "eval": 100, "train_hard": 100, "eval_shuffled": 100}
+        "train": 600, "eval": 100, "train_hard": 100, "eval_shuffled": 100, "dev": 40}
+    assert {h: n for h, n in stats.counts["dev"].items()} == {"4": 20, "5": 20}
     assert {h: n for h, n in stats.counts["eval"].items()} == {"4": 50, "5": 50}
     assert {h: n for h, n in stats.counts["train_hard"].items()} == {"4": 50, "5": 50}
     assert set(stats.counts["train"]) == {"1", "2", "3"}
@@ -204,7 +205,7 @@ def test_schema_counts_ids_and_letters(built):
     assert sorted(q.id for q in splits["eval"])[0] == "eval-0001"
     saved = json.loads((out / "stats.json").read_text())
     assert saved["unique_verified"]["eval"] == [100, 100]
-    assert "unique answer verified: 900/900" in stats.summary()
+    assert "unique answer verified: 940/940" in stats.summary()
 
 
 def test_every_question_has_exactly_one_reachable_option(built):
@@ -311,3 +312,43 @@ def test_reference_completions_score_perfectly_with_the_reward_parser(built):
                 assert parsed.path_entities == q.path_star.entities, (where, q.id, parsed.trace_entities)
                 assert reward.path_coverage == 1.0 and reward.correctness == 1.0 and reward.spam_penalty == 0.0
                 assert comp["edge_hits"] == q.hop_len and comp["false_edges"] == 0, (where, q.id, comp)
+
+
+def test_dev_is_disjoint_from_eval_and_train_hard(built):
+    """dev (for choosing recipes) shares no path window, no (start, chain) and no question text
+    with eval or train_hard, in the small build and in the committed files."""
+    from library.questions import leakage_report
+
+    for where, splits in _datasets(built):
+        dev, held = splits["dev"], splits["eval"] + splits["train_hard"]
+        report = leakage_report(splits["train"], splits["eval"], splits["train_hard"], dev)
+        assert not any(report.values()), (where, report)
+        held_asks = {(q.meta["start"], tuple(q.meta["chain"])) for q in held}
+        assert not {(q.meta["start"], tuple(q.meta["chain"])) for q in dev} & held_asks, where
+        assert not {q.question for q in dev} & {q.question for q in held}, where
+        assert {q.hop_len for q in dev} == {4, 5}, where
+
+
+def test_oracle_solves_eval_by_composing_taught_facts(built):
+    """The TRACE procedure with only the taught facts and no lookahead solves every 4-5-hop split
+    (the KG is functional); with a fact removed it fails exactly the questions that need it."""
+    from library.oracle import oracle_accuracy, oracle_answer, taught_facts
+
+    kg = load_kg(REAL_KG)
+    _, stats, splits = built
+    assert stats.oracle["kg"] == {name: 1.0 for name in splits}
+    assert stats.oracle["train"]["eval"] >= 0.95 and stats.oracle["train"]["train"] == 1.0
+    facts = taught_facts(kg.edges)
+    q = splits["eval"][0]
+    assert oracle_answer(facts, q) == q.answer_star
+    first = q.path_star.edges[0]
+    without = {k: v for k, v in facts.items() if k != (first.src, first.rel)}
+    assert oracle_answer(without, q) is None
+    needs = [x for x in splits["eval"] if any((e.src, e.rel) == (first.src, first.rel) for e in x.path_star.edges)]
+    assert oracle_accuracy(without, splits["eval"]) == pytest.approx(1 - len(needs) / len(splits["eval"]))
+    # a branching hop (two taught successors) is not followed: no lookahead
+    branching = dict(facts)
+    branching[(first.src, first.rel)] = {first.dst, "SomethingElse"}
+    assert oracle_answer(branching, q) is None
+    committed = json.loads((REPO / "data" / "stats.json").read_text())
+    assert committed["oracle"]["kg"]["eval"] >= 0.95 and committed["oracle"]["kg"]["train_hard"] >= 0.95
