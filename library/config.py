@@ -124,6 +124,9 @@ class GRPOSettings(_Strict):
     max_steps: int = Field(100, ge=1)
     n_prompts: int = Field(400, ge=1)  # the RL pool, held out of SFT (the paper's "5,000 diverse ones go to RL")
     reward_preset: RewardPreset = "paper+edges"
+    # Sample the groups with library.generate (shared prefill per group) through TRL's
+    # rollout_func, instead of TRL's model.generate.
+    pipeline_generator: bool = True
     loss_type: str = "dapo"
     scale_rewards: str = "group"
     save_steps: int = Field(10, ge=1)

@@ -95,8 +95,19 @@ def test_component_weights_follow_the_preset():
 
 
 @pytest.mark.slow
-def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path):
+def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
     import torch
+
+    import library.generate as generate_module
+
+    calls = []  # the groups are sampled by the pipeline's generator (rollout_func), not model.generate
+    real = generate_module.generate_completions
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("num_return_sequences"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate_module, "generate_completions", spy)
 
     from library.config import GRPOSettings, LoraSettings
     from library.grpo import run_grpo
@@ -129,6 +140,7 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path):
     assert len(eps) == 4 and {e.step for e in eps} == {1} and {e.split for e in eps} == {"train"}
     assert sorted((e.ex_id, e.sample_idx) for e in eps) == sorted((q.id, i) for q in qs for i in range(2))
     assert result.steps == 1 and result.curve[0]["step"] == 1 and "kl" in result.curve[0]
+    assert calls == [2]  # one call per step: 2 prompts, a group of 2 samples each
     assert (tmp_path / "ad" / "adapter_config.json").exists()
     assert not (tmp_path / "ad" / "ref").exists()  # only the trained adapter is saved
 
