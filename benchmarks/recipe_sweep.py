@@ -41,6 +41,10 @@ CASES: dict[str, dict] = {
     "full_lr1e-4_k6_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6, "n_questions": 128},
     "full_lr2e-4_k6": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 6},
     "full_lr1e-4_k10": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 10},
+    "full_lr1e-4_k2_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2, "n_questions": 128},
+    # after the TRACE became the question's chain filled in (", which <relation> <entity>"):
+    "which_full_lr1e-4_k2_p0.3_q192": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2,
+                                       "path_fact_passes": 0.3, "n_questions": 192},
 }
 
 def main() -> None:
@@ -52,6 +56,8 @@ def main() -> None:
     ap.add_argument("--n-dev", type=int, default=60, help="dev questions per measurement (hop-balanced)")
     ap.add_argument("--every", type=int, default=0, help="measure every N optimizer steps (0: only at the end)")
     ap.add_argument("--question-limit", type=int, default=0, help="train on at most N SFT questions (0: all)")
+    ap.add_argument("--samples", type=int, default=6, help="dev completions to keep per measurement")
+    ap.add_argument("--save", type=Path, default=None, help="keep each case's final model under SAVE/<case>")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "recipe_sweep.jsonl")
     args = ap.parse_args()
     if args.list:
@@ -88,12 +94,21 @@ def main() -> None:
         def measure(peft_model, step: int) -> dict:
             clock["train"] += time.perf_counter() - clock["since"]
             recall = fact_recall(peft_model, tok, data.kg, groups)
-            block = evaluate(peft_model, tok, dev, reward, phase="sft", split="dev", batch_size=cfg.eval.batch_size,
-                             max_new_tokens=cfg.eval.max_new_tokens, progress=False)
+            with tempfile.TemporaryDirectory() as log_dir:
+                from library.runs import RunDir
+
+                log = RunDir(Path(log_dir))
+                block = evaluate(peft_model, tok, dev, reward, phase="sft", split="dev", run=log,
+                                 batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
+                                 progress=False, store_metrics=False, engine=cfg.generation.engine,
+                                 ct2_compute_type=cfg.generation.ct2_compute_type)
+                samples = [{"ex_id": ep.ex_id, "completion": ep.completion, "answer_star": ep.answer_star,
+                            "gold": next(q.ref.trace for q in dev if q.id == ep.ex_id)}
+                           for ep in log.read_episodes()[:args.samples]]
             line = {"case": name, "step": step, "train_seconds": round(clock["train"], 1),
                     "fact_recall": recall["recall"], "dev_accuracy": block["accuracy"], "dev_n": block["n"],
                     "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
-                    "valid_format": block.get("valid_format_rate")}
+                    "valid_format": block.get("valid_format_rate"), "samples": samples}
             with args.out.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
             print(json.dumps(line), flush=True)
@@ -107,8 +122,10 @@ def main() -> None:
                     measure(model, state.global_step)
 
         with tempfile.TemporaryDirectory() as tmp:
+            adapter_dir = args.save / name if args.save else Path(tmp) / "adapter"
             peft_model, res = run_sft(model, tok, sft_questions, cfg.sft, ckpt_dir=Path(tmp) / "ckpt",
-                                      adapter_dir=Path(tmp) / "adapter", seed=cfg.seed, kg=data.kg,
+                                      train_paths=selection.train_paths,
+                                      adapter_dir=adapter_dir, seed=cfg.seed, kg=data.kg,
                                       resume=False, callbacks=[Curve()])
         final = measure(peft_model, res.steps)
         final["steps"] = res.steps

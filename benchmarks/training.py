@@ -97,7 +97,7 @@ def main() -> None:
                    full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4)
 
     model, tok = load_model(cfg.model)  # fresh weights: the baseline's adapter was unloaded, not merged
-    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed)
+    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
     pipe = measure("pipeline", model, tok, pipeline_rows, steps=args.steps, batch_size=cfg.sft.batch_size,

@@ -74,6 +74,10 @@ class SFTSettings(_Strict):
     # Knowledge stage (library/facts.py): passes over every KG fact, mixed with the questions.
     knowledge_epochs: int = Field(0, ge=0)
     facts_per_row: int = Field(16, ge=1)
+    # Reference traces of training questions (train.jsonl minus the GRPO pool) added as
+    # knowledge lines, in passes over them: facts many training paths use repeat more, and are
+    # seen in the ", which <relation>" context of a TRACE.
+    path_fact_passes: float = Field(0.0, ge=0)
     question_epochs: int = Field(1, ge=0)
     # How many training questions SFT demonstrates the format on (hop-balanced; None: all of
     # train.jsonl minus the GRPO pool). A question row costs ~150 tokens, a fact ~12.

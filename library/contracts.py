@@ -1,4 +1,4 @@
-"""The data contracts between the training half and the video half (SPEC.md, "Data contracts").
+"""The data contracts between the training half and the video half (docs/CONTRACTS.md).
 
 One pydantic model per record kind. Extra fields are allowed on records so that a newer
 writer never breaks an older reader, but the named fields are required and typed.

@@ -66,7 +66,7 @@ def episode_correct(ep: Episode) -> bool:
     """Right answer in the required format? Compared with the episode's ``answer_star`` when it
     has one, else read from the reward's correctness sign (every preset rewards a right answer
     positively). A right letter in malformed output (e.g. no TRACE line) does not count, exactly
-    as the reward scores it (SPEC: malformed output gets the worst correctness)."""
+    as the reward scores it (docs/DESIGN.md: malformed output gets the worst correctness)."""
     star = _extra(ep, "answer_star")
     if star is not None:
         return ep.parsed.valid_format and ep.parsed.answer is not None and ep.parsed.answer == star

@@ -7,7 +7,7 @@ This module separates the two:
 
 - :func:`knowledge_rows` turns every KG fact into the exact clause a TRACE uses
   (``"<src label> <relation label> <dst label>."``, the same words as
-  :func:`library.questions.reference_trace`), several facts per row in a shuffled order, inside
+  first clause of :func:`library.questions.reference_trace`), several facts per row in a shuffled order, inside
   the assistant turn of a fixed short prompt. Several facts per row is packing at the data level:
   the chat-template overhead (~30 tokens) is paid once per row instead of once per fact. Single
   facts only: no eval path is ever taught whole (a fact is one edge; eval paths are 4-5 edges).
@@ -50,11 +50,18 @@ def fact_groups(kg: Any, edges: Iterable[Any]) -> list[tuple[str, str, tuple[str
     return [(src, rel, tuple(sorted(dsts))) for (src, rel), dsts in sorted(groups.items())]
 
 
-def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int) -> list[tuple[str, str]]:
+def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
+                   path_traces: Sequence[str] = (), path_passes: float = 0.0) -> list[tuple[str, str]]:
     """``(user_text, completion)`` pairs teaching every KG fact ``epochs`` times.
 
     Each epoch shuffles the facts (seeded) and cuts them into rows of ``facts_per_row``
     newline-separated clauses, so a fact meets different neighbours every epoch.
+
+    ``path_traces`` (the reference traces of training questions, "A is caused by B, which
+    leads to C.") and ``path_passes`` add ``round(path_passes * len(path_traces))`` of them as
+    more lines: a fact that many training paths use is repeated more, like a word common in a
+    corpus, and facts are also seen in the ", which <relation>" context a TRACE recalls them
+    in. Only training questions count; the eval split never weights anything.
 
     >>> from library.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -66,9 +73,12 @@ def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int) -> li
     """
     clauses = sorted(f"{fact_clause(kg, e.src, e.rel, e.dst)}." for e in kg.edges)
     rng = random.Random(f"{seed}:knowledge")
+    pool = sorted(path_traces)
+    extra = rng.sample(pool * (int(path_passes) + 1), round(path_passes * len(pool))) if pool and path_passes else []
+    per_epoch = [extra[i::epochs] for i in range(epochs)] if epochs else [extra]
     rows = []
-    for _ in range(epochs):
-        order = list(clauses)
+    for chunk in per_epoch:
+        order = (list(clauses) if epochs else []) + chunk
         rng.shuffle(order)
         for i in range(0, len(order), facts_per_row):
             rows.append((KNOWLEDGE_PROMPT, "\n".join(order[i:i + facts_per_row])))

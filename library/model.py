@@ -12,7 +12,7 @@ Model specs (``load_model(spec)``):
 - anything else: a local folder (e.g. a merged SFT model in a run folder) or a hub id; both go
   through ``from_pretrained`` unchanged (hub ids need network, which CI does not have).
 
-Always fp32 on CPU: this CPU has no bf16 instructions and bf16 runs ~38x slower (NOTES.md).
+Always fp32 on CPU: this CPU has no bf16 instructions and bf16 runs ~38x slower (docs/MEASUREMENTS.md).
 
 Chat formatting goes through the tokenizer's ChatML template with our own short system
 message (:data:`SYSTEM_PROMPT`) instead of SmolLM's default one, which costs ~30 tokens per

@@ -2,7 +2,7 @@
 
 A question names the start entity and the whole relation chain, so exactly one option is
 reachable; the three distractors are near misses of the answer's type that the chain
-provably does not reach (SPEC.md, "Questions that have one right answer").
+provably does not reach (docs/DESIGN.md, "Lessons").
 
 >>> from library.kg import KnowledgeGraph
 >>> kg = KnowledgeGraph.from_dict({
@@ -18,7 +18,7 @@ provably does not reach (SPEC.md, "Questions that have one right answer").
 >>> question_text(kg, "S", ["caused_by", "fixed_by"])
 'Start at TLS handshake error. It is caused by something, which is fixed by what? (2 steps)'
 >>> reference_trace(kg, path)
-'TLS handshake error is caused by clock skew; clock skew is fixed by sync clocks with NTP.'
+'TLS handshake error is caused by clock skew, which is fixed by sync clocks with NTP.'
 
 Everything is deterministic under a seed: every random choice goes through a seeded
 ``random.Random`` over a sorted (or otherwise order-fixed) list; sets are used only for
@@ -179,9 +179,20 @@ def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str]) -> str:
 
 
 def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
-    """The canonical trace (docs/CONTRACTS.md): one ``<src> <relation> <dst>`` clause per hop."""
-    clauses = [f"{kg.label(e.src)} {kg.relation_label(e.rel)} {kg.label(e.dst)}" for e in path.edges]
-    return "; ".join(clauses) + "."
+    """The canonical trace (docs/CONTRACTS.md): the question's chain with every blank filled in.
+
+    ``"<start> <rel 1> <e1>, which <rel 2> <e2>, which <rel 3> <e3>."`` mirrors the question
+    ("It <rel 1> something, which <rel 2> something, which <rel 3> what?"), so writing the trace
+    is copying the question's relations in order and recalling one fact per hop. Measured on
+    dev: with one ``"<src> <rel> <dst>"`` clause per hop (the first version's form) the model
+    learned 88% of the facts yet lost its place in the chain (skipped, reordered or repeated
+    relations; docs/RECIPE.md). The reward reads ``", which <rel> Y"`` as the claim
+    ``(previous entity, rel, Y)``.
+    """
+    parts = [kg.label(path.entities[0])]
+    for i, e in enumerate(path.edges):
+        parts.append(f"{', which ' if i else ' '}{kg.relation_label(e.rel)} {kg.label(e.dst)}")
+    return "".join(parts) + "."
 
 
 def render_prompt(question: str, options: dict[str, str]) -> str:

@@ -1,6 +1,6 @@
 """The reward: read a completion back against the knowledge graph and score it.
 
-A completion has the form (SPEC.md, "Completion format and reward")::
+A completion has the form (docs/DESIGN.md, "Completion format and reward")::
 
     TRACE: <one or two sentences naming the entities along the path>
     ANSWER: <A|B|C|D>
@@ -549,7 +549,7 @@ PRESET_NAMES: tuple[str, ...] = ("toy", "paper", "toy+edges", "paper+edges", "co
 class RewardConfig:
     """Every weight of the reward, in one place. ``RewardConfig()`` is ``toy+edges``.
 
-    Named presets: ``toy``, ``paper`` (as SPEC describes them, no edge component),
+    Named presets: ``toy``, ``paper`` (as docs/DESIGN.md describes them, no edge component),
     ``toy+edges``, ``paper+edges`` (plus the edge-verified component) and ``correctness``
     (the ablation: total = toy correctness only, every other component still logged).
     A ``+correctness`` suffix makes any preset correctness-only (``paper+correctness``).

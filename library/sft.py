@@ -179,7 +179,7 @@ def add_lora(model, settings: LoraSettings):
 
 
 def cpu_training_args(**kwargs) -> dict[str, Any]:
-    """Arguments every TRL config gets on this machine (see NOTES.md: bf16 is ~38x slower here)."""
+    """Arguments every TRL config gets on this machine (see docs/MEASUREMENTS.md: bf16 is ~38x slower here)."""
     import torch
 
     base = dict(
@@ -326,28 +326,34 @@ def train_lora(model, tokenizer, rows: list[dict[str, str]], *, ckpt_dir: Path, 
     return peft_model, result
 
 
-def sft_examples(questions: Sequence[Any], settings: SFTSettings, *, kg: Any = None, seed: int) -> list[tuple[str, str]]:
+def sft_examples(questions: Sequence[Any], settings: SFTSettings, *, kg: Any = None, seed: int,
+                 train_paths: Sequence[Any] | None = None) -> list[tuple[str, str]]:
     """What SFT trains on, as ``(user_text, completion)`` pairs in training order (before TRL's shuffle).
 
     The knowledge stage (``settings.knowledge_epochs`` passes over every KG fact, see
     library/facts.py) and ``settings.question_epochs`` passes over the questions' reference
     completions, mixed into one set so the format is learned while the facts are, and no stage
-    makes the model forget the other.
+    makes the model forget the other. ``settings.path_fact_passes`` adds the reference traces of
+    ``train_paths`` (training questions; default ``questions``) as knowledge lines, so facts
+    repeat in proportion to how many training paths use them.
     """
     from library.facts import knowledge_rows
 
     examples = [(q.prompt, reference_completion(q)) for q in questions] * settings.question_epochs
-    if settings.knowledge_epochs:
+    if settings.knowledge_epochs or settings.path_fact_passes:
         if kg is None:
             raise ValueError("the knowledge stage needs the KG (sft.knowledge_epochs > 0)")
-        examples += knowledge_rows(kg, epochs=settings.knowledge_epochs, facts_per_row=settings.facts_per_row, seed=seed)
+        traces = [q.ref.trace for q in (train_paths if train_paths is not None else questions)]
+        examples += knowledge_rows(kg, epochs=settings.knowledge_epochs, facts_per_row=settings.facts_per_row,
+                                   seed=seed, path_traces=traces, path_passes=settings.path_fact_passes)
     return examples
 
 
 def run_sft(model, tokenizer, questions: Sequence[Any], settings: SFTSettings, *, ckpt_dir: Path,
-            adapter_dir: Path, seed: int, kg: Any = None, resume: bool = True, callbacks: list | None = None):
-    """Phase 2: LoRA SFT on KG facts and the reference completions of ``questions`` (training questions only)."""
-    rows = sft_rows(tokenizer, sft_examples(questions, settings, kg=kg, seed=seed))
+            adapter_dir: Path, seed: int, kg: Any = None, train_paths: Sequence[Any] | None = None,
+            resume: bool = True, callbacks: list | None = None):
+    """Phase 2: SFT on KG facts and the reference completions of ``questions`` (training questions only)."""
+    rows = sft_rows(tokenizer, sft_examples(questions, settings, kg=kg, seed=seed, train_paths=train_paths))
     return train_lora(
         model, tokenizer, rows, full=settings.method == "full",
         ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, padding_free=settings.padding_free,

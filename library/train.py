@@ -137,6 +137,8 @@ class Selection:
     eval_shuffled: list
     train_sample: list
     forbidden_ids: set[str] = field(default_factory=set)
+    # every training question outside the GRPO pool: its gold paths weight the knowledge stage
+    train_paths: list = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -168,10 +170,11 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
     rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
-    for qs in (sft, grpo_pool, rsft_prompts):
+    for qs in (sft, grpo_pool, rsft_prompts, not_rl):
         assert_training_only(qs, forbidden)
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
-                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden)
+                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden,
+                     train_paths=not_rl)
 
 
 # ----------------------------------------------------------------------------- meta
@@ -435,6 +438,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
                 phase_model = load_adapter(base if phase == "sft" else rl_base(), adapter_dir, trainable=False)
             elif phase == "sft":
                 phase_model, res = run_sft(base, tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir, kg=data.kg,
+                                           train_paths=selection.train_paths,
                                            adapter_dir=adapter_dir, seed=config.seed, resume=True)
                 info = {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
                         "seconds": res.seconds, "resumed_from": res.resumed_from,

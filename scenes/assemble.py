@@ -1,6 +1,6 @@
 """Assembly: the rendered clips + narration + captions -> one MP4, in ONE ffmpeg command.
 
-NOTES.md measured MoviePy compositing of a 60 s 1080x1920 Short at 358 s against 34.6 s for
+docs/MEASUREMENTS.md measured MoviePy compositing of a 60 s 1080x1920 Short at 358 s against 34.6 s for
 a single ffmpeg command, so the fast path builds a filtergraph instead of compositing frames
 in Python:
 

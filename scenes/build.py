@@ -11,7 +11,7 @@ Caching
     ffmpeg binary); a build whose inputs are unchanged skips the encode too.
 
 Rendering runs in ``jobs`` worker processes (spawned, so the parent's threads and imports never
-leak into manim), each clip in its own private manim folder (NOTES.md: a shared text cache
+leak into manim), each clip in its own private manim folder (docs/MEASUREMENTS.md: a shared text cache
 raced and crashed).
 """
 

@@ -2,7 +2,7 @@
 
 ``render_clip`` is a top-level function with plain, picklable arguments so the build can
 run it in worker processes. Each call renders in its own private ``media_dir``/``text_dir``
-(a shared manim text cache raced and crashed two parallel renders, see NOTES.md), with
+(a shared manim text cache raced and crashed two parallel renders, see docs/MEASUREMENTS.md), with
 manim's per-animation cache disabled (whole clips are cached by the build instead), and
 publishes the MP4 atomically: it is written under a temporary name in the destination
 folder and ``os.replace``-d into place, so a crash never leaves a half-written file at
@@ -27,7 +27,7 @@ from pathlib import Path
 from scenes.payloads import validate_payload
 
 #: frame_height of the manim scene in scene units for every orientation. frame_width follows
-#: the pixel aspect ratio; without it portrait renders come out half size (NOTES.md).
+#: the pixel aspect ratio; without it portrait renders come out half size (docs/MEASUREMENTS.md).
 FRAME_HEIGHT = 8.0
 
 

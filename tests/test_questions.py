@@ -44,7 +44,7 @@ def test_wording_and_reference_trace_follow_contracts(tiny_kg):
     path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     # docs/CONTRACTS.md's example, verbatim
     assert reference_trace(tiny_kg, path) == (
-        "TLS handshake error is caused by clock skew; clock skew is fixed by sync clocks with NTP.")
+        "TLS handshake error is caused by clock skew, which is fixed by sync clocks with NTP.")
     assert question_text(tiny_kg, "NTPDrift", ["leads_to", "caused_by", "leads_to", "diagnosed_by"]) == (
         "Start at NTP drift. It leads to something, which is caused by something, which leads to something, "
         "which is diagnosed by what? (4 steps)")

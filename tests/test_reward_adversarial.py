@@ -172,7 +172,7 @@ def test_no_attack_outranks_honest(models, preset, attack, path_name):
 
 @pytest.mark.parametrize("preset", ["toy+edges", "paper+edges"])
 def test_false_chain_scores_worse_than_true_chain(models, preset):
-    """The hole SPEC names: the right names in a false chain. Token overlap cannot tell
+    """The hole docs/DESIGN.md names: the right names in a false chain. Token overlap cannot tell
     them apart; the edge component must, by a margin."""
     rm = models[preset]
     for path_name, (ents, rels) in sorted(PATHS.items()):

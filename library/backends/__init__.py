@@ -5,7 +5,7 @@ Every backend writes the same run-folder contract (library/runs.py) and is evalu
 same code, so runs from any backend render into the same videos and compare in one table.
 The mlx and unsloth packages are platform-gated extras, never part of the default install:
 ``pip install unsloth`` on a CPU machine replaces torch with a CUDA build and then refuses to
-import, and mlx runs at ~3 tok/s off Apple Silicon (NOTES.md).
+import, and mlx runs at ~3 tok/s off Apple Silicon (docs/MEASUREMENTS.md).
 
 >>> BACKENDS["torch"].extra
 'train'

@@ -455,7 +455,7 @@ class _UnslothRun(_BackendRun):
 
             model, tok = self._unsloth(None)
             model, res = run_sft(model, tok, sel.sft, cfg.sft, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
-                                 seed=cfg.seed, kg=self.data.kg, resume=True)
+                                 seed=cfg.seed, kg=self.data.kg, train_paths=sel.train_paths, resume=True)
             self._model, self._live = model, "sft"
             return {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve, "seconds": res.seconds,
                     "resumed_from": res.resumed_from, "trainable_params": res.trainable_params,

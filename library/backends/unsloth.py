@@ -8,7 +8,7 @@ BackendUnavailable on a machine without CUDA (docs/BACKENDS.md).
 Why this shape:
 
 - ``unsloth`` is imported only inside functions, after ``select_backend("unsloth")``: on a CPU
-  machine the import itself fails (and ``pip install unsloth`` replaces torch, NOTES.md), so
+  machine the import itself fails (and ``pip install unsloth`` replaces torch, docs/MEASUREMENTS.md), so
   the user must see our one-paragraph reason, never an import trace. Unsloth must also be
   imported *before* trl/peft/transformers build their trainers (it patches them); the library's
   trainers import trl lazily, so loading the model here first is enough.
