@@ -198,23 +198,36 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
 def render_prompt(question: str, options: dict[str, str]) -> str:
     """The user message: question, the four options, the answer format. No chat template.
 
+    Each option is written ``<label> (<letter>)``, letter after the label: the reference
+    completion ends its TRACE on the answer's label followed by its letter, which the model can
+    then copy from the prompt right after the label it has just written. Measured on dev with
+    ``A) <label>`` options: after 192 training questions the model answered one constant letter
+    for every question (docs/RECIPE.md), as finding the letter *before* a label is a lookup it
+    had not learned.
+
     >>> print(render_prompt("Start at a. It is caused by what? (1 step)",
     ...                     {"A": "b", "B": "c", "C": "d", "D": "e"}))
     Start at a. It is caused by what? (1 step)
-    A) b
-    B) c
-    C) d
-    D) e
+    b (A)
+    c (B)
+    d (C)
+    e (D)
     Answer in two lines:
     TRACE: <the path, naming each entity>
     ANSWER: <letter>
     """
-    lines = [question] + [f"{letter}) {options[letter]}" for letter in LETTERS] + [FORMAT_INSTRUCTIONS]
+    lines = [question] + [f"{options[letter]} ({letter})" for letter in LETTERS] + [FORMAT_INSTRUCTIONS]
     return "\n".join(lines)
 
 
 def reference_completion(trace: str, letter: str) -> str:
-    return f"TRACE: {trace}\nANSWER: {letter}"
+    """The gold completion: the trace, its last entity tagged with the option's letter, the answer.
+
+    >>> print(reference_completion("a is caused by b.", "C"))
+    TRACE: a is caused by b (C).
+    ANSWER: C
+    """
+    return f"TRACE: {trace.removesuffix('.')} ({letter}).\nANSWER: {letter}"
 
 
 # --------------------------------------------------------------------------- distractors
@@ -345,7 +358,7 @@ def make_question(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, split:
     >>> q.id, q.answer_star, q.options["C"], q.question
     ('train-00001', 'C', 'cause 0', 'Start at TLS handshake error. It is caused by what? (1 step)')
     >>> q.ref.completion
-    'TRACE: TLS handshake error is caused by cause 0.\\nANSWER: C'
+    'TRACE: TLS handshake error is caused by cause 0 (C).\\nANSWER: C'
     >>> sorted(d["source"] for d in q.meta["distractors"])
     ['nearby_2', 'nearby_3', 'overshoot']
     >>> verify_unique(kg, q)

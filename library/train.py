@@ -504,9 +504,27 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
     return run
 
 
+def phase_comparisons(run: RunDir, phases: Sequence[str]) -> dict[str, Any]:
+    """Paired bootstrap differences on eval (same questions) of every later phase against SFT,
+    and SFT against base: ``{"grpo-sft": {...}, ...}`` (library.evaluate.compare_phases)."""
+    from library.evaluate import compare_phases
+
+    episodes = run.read_episodes()
+    pairs = [("base", "sft")] + [("sft", p) for p in phases if p not in ("base", "sft")]
+    out = {}
+    for a, b in pairs:
+        if a in phases and b in phases:
+            for split in ("eval", "eval_shuffled"):
+                result = compare_phases(episodes, split, a, b)
+                if result["n"]:
+                    out[f"{b}-{a}" + ("" if split == "eval" else f"@{split}")] = result
+    return out
+
+
 def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_start: float) -> None:
-    """Total time, peak memory and the "complete" status, written once all phases are done
-    (shared by every backend so their run folders agree)."""
+    """Total time, peak memory, paired phase comparisons and the "complete" status, written once
+    all phases are done (shared by every backend so their run folders agree)."""
+    metrics["comparisons"] = phase_comparisons(run, meta.get("phases", []))
     metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
     metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
     run.write_metrics(metrics)

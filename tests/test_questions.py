@@ -113,8 +113,8 @@ def test_make_question_is_valid_and_deterministic(tiny_kg):
             made.append(a)
             assert a.id == "train-00007" and verify_unique(tiny_kg, a)
             assert a.options[a.answer_star] == tiny_kg.label(path.entities[-1])
-            assert a.ref.completion == f"TRACE: {a.ref.trace}\nANSWER: {a.answer_star}"
-            assert all(f"{x}) {a.options[x]}" in a.prompt for x in LETTERS)
+            assert a.ref.completion == f"TRACE: {a.ref.trace[:-1]} ({a.answer_star}).\nANSWER: {a.answer_star}"
+            assert all(f"{a.options[x]} ({x})" in a.prompt for x in LETTERS)
     assert made, "tiny_kg should support at least one 1-hop question"
 
 
@@ -306,7 +306,9 @@ def test_reference_completions_score_perfectly_with_the_reward_parser(built):
         for qs in splits.values():
             for q in qs:
                 trace, answer, valid = parse_completion(q.ref.completion)
-                assert valid and answer == q.answer_star and trace == q.ref.trace, (where, q.id)
+                # the TRACE is the reference chain with the answer's letter after its last entity
+                assert valid and answer == q.answer_star, (where, q.id)
+                assert trace == f"{q.ref.trace[:-1]} ({q.answer_star}).", (where, q.id)
                 parsed, reward = model.score(q, q.ref.completion)
                 comp = model.components(q, q.ref.completion)
                 assert parsed.path_entities == q.path_star.entities, (where, q.id, parsed.trace_entities)
