@@ -10,7 +10,7 @@
 
 Reports wall seconds per second of video for both paths and their ratio. Targets: fast
 <= 1.5 s per video-second, >= 4x faster than naive, no-op <= 2 s. Without --run (and no
-data/runs/reference) it builds the synthetic test fixture run in a temp folder; the figures
+data/runs/quick) it builds the synthetic test fixture run in a temp folder; the figures
 are about rendering cost, which depends on the storyboard, not on the run's numbers.
 """
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench_render_"))
     work.mkdir(parents=True, exist_ok=True)
-    run = args.run or (REPO / "data/runs/reference" if (REPO / "data/runs/reference/metrics.json").exists() else None)
+    run = args.run or (REPO / "data/runs/quick" if (REPO / "data/runs/quick/metrics.json").exists() else None)
     run = run or fixture_run(work / "runs")
     results: dict = {"run": str(run), "storyboard": str(args.storyboard), "size": args.size, "fps": args.fps, "jobs": args.jobs}
 

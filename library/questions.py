@@ -732,37 +732,32 @@ def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tq
 
     # train_hard: same hop lengths, but no eval path inside one of its paths or vice versa,
     # and never an eval (start, chain) pair, so no eval question text or key is shared.
-    eval_seqs = {entity_seq(q) for q in eval_qs}
-    eval_windows = {w for s in eval_seqs for w in windows(s, min(config.eval_hops) + 1)}
-    min_eval_len = min(len(s) for s in eval_seqs)
-    hard_b = _Builder(kg, "train_hard", random.Random(f"{config.seed}:train_hard"), config, bar_hard)
-
-    def hard_ok(path: GoldPath) -> bool:
-        seq = tuple(path.entities)
-        if (seq[0], tuple(e.rel for e in path.edges)) in eval_asked or seq in eval_windows:
-            return False
-        return not any(w in eval_seqs for w in windows(seq, min_eval_len))
-
-    for hops, n in _per_hop(config.n_train_hard, config.eval_hops, [1] * len(config.eval_hops)).items():
-        _sample_split(hard_b, hops, n, hard_ok)
-    hard_qs = hard_b.finish()
-
+    hard_qs = _held_out_split(kg, config, "train_hard", config.n_train_hard, eval_qs, eval_asked, bar_hard)
     # dev: the same rules against eval *and* train_hard, so choosing a recipe on dev never
     # looks at an eval path, and the distribution experiment's hard set stays its own.
-    held_seqs = eval_seqs | {entity_seq(q) for q in hard_qs}
-    held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
-    held_asked = eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}
-    dev_b = _Builder(kg, "dev", random.Random(f"{config.seed}:dev"), config, bar_dev)
+    held = eval_qs + hard_qs
+    dev_qs = _held_out_split(kg, config, "dev", config.n_dev, held,
+                             eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}, bar_dev)
+    return eval_qs, hard_qs, dev_qs
 
-    def dev_ok(path: GoldPath) -> bool:
+
+def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_total: int, held: list[Question],
+                    held_asked: set[tuple[str, tuple[str, ...]]], bar: tqdm) -> list[Question]:
+    """A 4-5-hop split that shares no path window (either way) and no (start, chain) with ``held``."""
+    held_seqs = {entity_seq(q) for q in held}
+    held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
+    min_len = min(len(s) for s in held_seqs)
+    builder = _Builder(kg, split, random.Random(f"{config.seed}:{split}"), config, bar)
+
+    def ok(path: GoldPath) -> bool:
         seq = tuple(path.entities)
         if (seq[0], tuple(e.rel for e in path.edges)) in held_asked or seq in held_windows:
             return False
-        return not any(w in held_seqs for w in windows(seq, min_eval_len))
+        return not any(w in held_seqs for w in windows(seq, min_len))
 
-    for hops, n in _per_hop(config.n_dev, config.eval_hops, [1] * len(config.eval_hops)).items():
-        _sample_split(dev_b, hops, n, dev_ok)
-    return eval_qs, hard_qs, dev_b.finish()
+    for hops, n in _per_hop(n_total, config.eval_hops, [1] * len(config.eval_hops)).items():
+        _sample_split(builder, hops, n, ok)
+    return builder.finish()
 
 
 # --------------------------------------------------------------------------- stats + build

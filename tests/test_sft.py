@@ -188,3 +188,39 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
     assert all(line.endswith(".") for line in facts)
     with pytest.raises(ValueError):
         sft_examples([q], settings, kg=None, seed=0)
+
+
+def test_knowledge_rows_weight_facts_by_training_paths(real_kg):
+    """path_fact_passes adds whole training traces as knowledge lines (facts that many training
+    paths use repeat more); every KG fact still appears once per knowledge epoch."""
+    from library.facts import knowledge_rows
+
+    traces = ["a is caused by b, which leads to c.", "d leads to e."] * 5
+    rows = knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
+    lines = [line for _, c in rows for line in c.split("\n")]
+    assert len(lines) == 2 * len(real_kg.edges) + 6
+    assert sum(line in traces for line in lines) == 6
+    assert rows == knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
+    only_paths = knowledge_rows(real_kg, epochs=0, facts_per_row=4, seed=0, path_traces=traces, path_passes=1.0)
+    assert sorted(line for _, c in only_paths for line in c.split("\n")) == sorted(traces)
+
+
+def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
+    """fact_recall counts a group only when greedy decoding would produce the successor: a model
+    trained on one fact recalls it, the untrained tiny model recalls nothing."""
+    from library.facts import KNOWLEDGE_PROMPT, fact_clause, fact_groups, fact_recall
+    from library.kg import KnowledgeGraph
+    from conftest import TINY_KG
+
+    model, tok = tiny
+    kg = KnowledgeGraph.from_dict(TINY_KG)
+    groups = fact_groups(kg, kg.edges[:3])
+    before = fact_recall(model, tok, kg, groups)
+    assert before["n"] == len(groups) and before["recalled"] == 0
+    src, rel, (dst,) = groups[0]
+    rows = sft_rows(tok, [(KNOWLEDGE_PROMPT, fact_clause(kg, src, rel, dst) + ".")] * 8)
+    trained, _ = train_lora(model, tok, rows, ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "full",
+                            learning_rate=1e-2, max_steps=30, batch_size=8, max_length=128, seed=0, full=True,
+                            resume=False, save_steps=1000)
+    after = fact_recall(trained, tok, kg, groups[:1])
+    assert after == {"n": 1, "recalled": 1, "recall": 1.0, "by_relation": {rel: 1.0}}

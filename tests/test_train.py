@@ -305,5 +305,9 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert metrics["training"]["sft"]["trainable_params"] == metrics["training"]["sft"]["total_params"]
     assert set(metrics["facts"]) == {"base", "sft", "rsft", "grpo"}
     assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
+    # paired comparisons on the same eval questions, recomputable from episodes.jsonl
+    assert {"sft-base", "rsft-sft", "grpo-sft"} <= set(metrics["comparisons"])
+    cmp = metrics["comparisons"]["grpo-sft"]
+    assert cmp["n"] == metrics["eval"]["grpo"]["n"] and cmp["ci"][0] <= cmp["diff"] <= cmp["ci"][1]
     after = load_full_model(run_dir / "adapters" / "sft").state_dict()
     assert all(torch.equal(after[k], v) for k, v in sft_weights.items())
