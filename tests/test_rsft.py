@@ -120,7 +120,7 @@ def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypa
     base = sft_model.unload()
     calls = []
 
-    def fake_sample(model, tokenizer, questions, settings, seed):
+    def fake_sample(model, tokenizer, questions, settings, seed, generation=None):
         calls.append(len(questions))
         # prompt 0: a right and a wrong sample; prompt 1: only wrong; prompt 2: right with trailing text
         return [[_wrong(questions[0]), questions[0].ref.completion],

@@ -217,10 +217,11 @@ def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
     groups = fact_groups(kg, kg.edges[:3])
     before = fact_recall(model, tok, kg, groups)
     assert before["n"] == len(groups) and before["recalled"] == 0
-    src, rel, (dst,) = groups[0]
+    single = next(g for g in groups if len(g[2]) == 1)
+    src, rel, (dst,) = single
     rows = sft_rows(tok, [(KNOWLEDGE_PROMPT, fact_clause(kg, src, rel, dst) + ".")] * 8)
     trained, _ = train_lora(model, tok, rows, ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "full",
                             learning_rate=1e-2, max_steps=30, batch_size=8, max_length=128, seed=0, full=True,
                             resume=False, save_steps=1000)
-    after = fact_recall(trained, tok, kg, groups[:1])
+    after = fact_recall(trained, tok, kg, [single])
     assert after == {"n": 1, "recalled": 1, "recall": 1.0, "by_relation": {rel: 1.0}}
