@@ -4,7 +4,9 @@ Each case trains one SFT adapter from the embedded model with the pipeline's own
 (knowledge stage + question SFT, library/sft.py) and, every ``--every`` optimizer steps and at
 the end, measures against wall-clock training seconds:
 
-- fact recall of the (entity, relation) groups the dev chains use (library/facts.py);
+- fact recall of the (entity, relation) groups the dev chains use, asked as 1-hop questions,
+  and recall of each dev hop's object inside the gold TRACE (``trace_recall``; library/facts.py);
+- the share of dev TRACEs that follow the question's relation chain and stop (``chain_followed``);
 - greedy accuracy on ``--n-dev`` dev questions (4-5 hops; dev is disjoint in paths from eval
   and train_hard; eval.jsonl is never read here).
 
@@ -45,6 +47,17 @@ CASES: dict[str, dict] = {
     # after the TRACE became the question's chain filled in (", which <relation> <entity>"):
     "which_full_lr1e-4_k2_p0.3_q192": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2,
                                        "path_fact_passes": 0.3, "n_questions": 192},
+    # after every blank got a random tag that the TRACE copies ("leads to [K] x [K], which ..."):
+    "tags_full_lr1e-4_k6_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6, "n_questions": 128},
+    "tags_full_lr1e-4_k3_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 3, "n_questions": 128},
+    # after each TRACE clause became the knowledge row's fact clause ("s rel [K] o [K], o rel [?] x"):
+    "clauses_full_lr1e-4_k6_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6, "n_questions": 128},
+    # after knowledge rows became packed 1-hop questions ("Start at a. It leads to [K]. (1 step)"):
+    "qfacts_full_lr1e-4_k4_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 4, "n_questions": 128},
+    # back to "State facts." clauses; facts reach the TRACE's context through many more question
+    # rows (1 row a micro-batch: 143 real tok/s against 127 for 2, benchmarks/training.py)
+    "cover_full_lr1e-4_k2_q600": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                  "batch_size": 1, "grad_accum": 2},
 }
 
 def main() -> None:
@@ -70,9 +83,10 @@ def main() -> None:
 
     from library.config import deep_merge, load_config
     from library.evaluate import evaluate
-    from library.facts import eval_fact_groups, fact_recall
+    from library.facts import eval_fact_groups, fact_recall, trace_recall
     from library.model import load_model
-    from library.reward import RewardConfig, RewardModel
+    from library.contracts import BLANK_TAG_RE
+    from library.reward import RelationMatcher, RewardConfig, RewardModel, parse_completion
     from library.sft import run_sft
     from library.train import load_data, make_selection, select_balanced
 
@@ -88,12 +102,22 @@ def main() -> None:
         dev = select_balanced(data.dev, args.n_dev, f"{cfg.seed}:dev")
         groups = eval_fact_groups(data.kg, data.dev)
         reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.eval.reward_preset))
+        relations = RelationMatcher(data.kg)
         model, tok = load_model(cfg.model)
         clock = {"train": 0.0, "since": time.perf_counter()}
 
         def measure(peft_model, step: int) -> dict:
             clock["train"] += time.perf_counter() - clock["since"]
             recall = fact_recall(peft_model, tok, data.kg, groups)
+            in_trace = trace_recall(peft_model, tok, data.kg, dev)
+            # In-TRACE recall of facts the SFT questions show in a TRACE, against the rest
+            shown = {(e.src, e.rel, e.dst) for q in sft_questions for e in q.path_star.edges}
+            hop_edge = {(q.id, i): (e.src, e.rel, e.dst) for q in dev for i, e in enumerate(q.path_star.edges)}
+            split = {True: [0, 0], False: [0, 0]}
+            for qid, hop, ok in in_trace.pop("hits"):
+                cell = split[hop_edge[(qid, hop)] in shown]
+                cell[0] += ok
+                cell[1] += 1
             with tempfile.TemporaryDirectory() as log_dir:
                 from library.runs import RunDir
 
@@ -102,13 +126,21 @@ def main() -> None:
                                  batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
                                  progress=False, store_metrics=False, engine=cfg.generation.engine,
                                  ct2_compute_type=cfg.generation.ct2_compute_type)
+                episodes = log.read_episodes()
+                chain_of = {q.id: [e.rel for e in q.path_star.edges] for q in dev}
+                # Did the TRACE walk the question's relations in order and stop after the last?
+                followed = sum(relations.find(BLANK_TAG_RE.sub("", parse_completion(ep.completion)[0]))
+                               == chain_of[ep.ex_id] for ep in episodes)
                 samples = [{"ex_id": ep.ex_id, "completion": ep.completion, "answer_star": ep.answer_star,
                             "gold": next(q.ref.trace for q in dev if q.id == ep.ex_id)}
-                           for ep in log.read_episodes()[:args.samples]]
+                           for ep in episodes[:args.samples]]
             line = {"case": name, "step": step, "train_seconds": round(clock["train"], 1),
-                    "fact_recall": recall["recall"], "dev_accuracy": block["accuracy"], "dev_n": block["n"],
+                    "fact_recall": recall["recall"], "trace_recall": in_trace["recall"], "trace_recall_by_hop": in_trace["by_hop"],
+                    "trace_recall_shown": [split[True][0], split[True][1]], "trace_recall_not_shown": [split[False][0], split[False][1]],
+                    "dev_accuracy": block["accuracy"], "dev_n": block["n"],
                     "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
-                    "valid_format": block.get("valid_format_rate"), "samples": samples}
+                    "valid_format": block.get("valid_format_rate"),
+                    "chain_followed": round(followed / max(1, len(episodes)), 4), "samples": samples}
             with args.out.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
             print(json.dumps(line), flush=True)

@@ -155,7 +155,7 @@ class EvalSettings(_Strict):
     n_train_sample: int = Field(64, ge=0)
     shuffled: bool = True
     batch_size: int = Field(32, ge=1)
-    max_new_tokens: int = Field(96, ge=8)
+    max_new_tokens: int = Field(108, ge=8)
     reward_preset: RewardPreset = "paper+edges"
 
 

@@ -6,6 +6,7 @@ writer never breaks an older reader, but the named fields are required and typed
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,15 @@ LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
 Split = Literal["train", "eval", "train_hard", "eval_shuffled", "dev"]
 Phase = Literal["base", "sft", "rsft", "grpo"]
 PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
+
+# Blank tags (docs/CONTRACTS.md): each blank of a question carries a tag, "[K]", and the TRACE
+# writes that tag before and after the entity that fills it; the last blank's tag is "[?]".
+# Tags are drawn at random per question (library/questions.py), so the only way to know which
+# relation comes next is to find the tag just written in the question and copy what follows it,
+# which works at any chain length. The reward reads traces with the tags removed.
+BLANK_TAG_POOL = "EFGHJKLMNPQRSTUVWXYZ"  # capitals, minus the option letters A-D and I/O
+FINAL_TAG = "?"
+BLANK_TAG_RE = re.compile(r"[ \t]*\[(?:[A-Z]|\?)\]")
 
 
 class PathEdge(BaseModel):

@@ -6,7 +6,7 @@ learned none of them, so a run could not tell "did not learn the facts" from "ca
 This module separates the two:
 
 - :func:`knowledge_rows` turns every KG fact into the exact clause a TRACE uses
-  (``"<src label> <relation label> <dst label>."``, the same words as
+  (``"<src label> <relation label> [K] <dst label> [K]."`` with a random tag, the same words as
   first clause of :func:`library.questions.reference_trace`), several facts per row in a shuffled order, inside
   the assistant turn of a fixed short prompt. Several facts per row is packing at the data level:
   the chat-template overhead (~30 tokens) is paid once per row instead of once per fact. Single
@@ -22,8 +22,8 @@ This module separates the two:
 ...                  {"id": "c", "label": "unrotated logs", "type": "cause"}],
 ...     "relations": [{"id": "caused_by", "label": "is caused by"}],
 ...     "edges": [{"src": "s", "rel": "caused_by", "dst": "c"}]})
->>> fact_clause(kg, "s", "caused_by", "c")
-'disk full is caused by unrotated logs'
+>>> fact_clause(kg, "s", "caused_by", "c", "K")
+'disk full is caused by [K] unrotated logs [K]'
 >>> fact_groups(kg, kg.edges)
 [('s', 'caused_by', ('c',))]
 """
@@ -33,13 +33,27 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, Sequence
 
-#: The user turn of a knowledge row. Short: it is paid once per row.
-KNOWLEDGE_PROMPT = "State facts."
+from library.contracts import BLANK_TAG_POOL, FINAL_TAG
 
+def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
+    """One hop in the words of a TRACE clause (the single wording of a fact in this project).
 
-def fact_clause(kg: Any, src: str, rel: str, dst: str) -> str:
-    """One hop in the words of a TRACE clause (the single wording of a fact in this project)."""
-    return f"{kg.label(src)} {kg.relation_label(rel)} {kg.label(dst)}"
+    ``"<src> <relation> [tag] <dst> [tag]"``; a hop into the last blank (``tag == "?"``) has no
+    closing tag (the TRACE puts the option's letter there). The subject is restated next to the
+    relation in every clause, exactly as knowledge rows teach the fact: measured on dev with
+    ``", which <relation> [tag] <dst>"`` clauses, the same model recalled 84% of the chains'
+    facts in this form but only 42% inside the TRACE (docs/RECIPE.md).
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
+    ...     "entities": [{"id": "s", "label": "disk full", "type": "symptom"},
+    ...                  {"id": "c", "label": "unrotated logs", "type": "cause"}],
+    ...     "relations": [{"id": "caused_by", "label": "is caused by"}], "edges": []})
+    >>> fact_clause(kg, "s", "caused_by", "c", "K"), fact_clause(kg, "s", "caused_by", "c", "?")
+    ('disk full is caused by [K] unrotated logs [K]', 'disk full is caused by [?] unrotated logs')
+    """
+    closing = f" [{tag}]" if tag != FINAL_TAG else ""
+    return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {kg.label(dst)}{closing}"
 
 
 def fact_groups(kg: Any, edges: Iterable[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -50,18 +64,30 @@ def fact_groups(kg: Any, edges: Iterable[Any]) -> list[tuple[str, str, tuple[str
     return [(src, rel, tuple(sorted(dsts))) for (src, rel), dsts in sorted(groups.items())]
 
 
+#: The user turn of a knowledge row. Short: it is paid once per row.
+KNOWLEDGE_PROMPT = "State facts."
+
+
 def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
                    path_traces: Sequence[str] = (), path_passes: float = 0.0) -> list[tuple[str, str]]:
     """``(user_text, completion)`` pairs teaching every KG fact ``epochs`` times.
 
-    Each epoch shuffles the facts (seeded) and cuts them into rows of ``facts_per_row``
-    newline-separated clauses, so a fact meets different neighbours every epoch.
+    A fact is written as the TRACE clause that uses it (:func:`fact_clause`, under a fresh
+    random tag each time: the tag carries no information, so the model learns to recall the
+    object past it). Each epoch shuffles the facts (seeded) and cuts them into rows of
+    ``facts_per_row`` newline-separated clauses under :data:`KNOWLEDGE_PROMPT`, so a fact
+    meets different neighbours every epoch and the chat-template overhead is paid once a row.
 
-    ``path_traces`` (the reference traces of training questions, "A is caused by B, which
-    leads to C.") and ``path_passes`` add ``round(path_passes * len(path_traces))`` of them as
-    more lines: a fact that many training paths use is repeated more, like a word common in a
-    corpus, and facts are also seen in the ", which <relation>" context a TRACE recalls them
-    in. Only training questions count; the eval split never weights anything.
+    Facts are recalled best in the context they were learned in (docs/RECIPE.md: 86% after
+    this prompt, 52% for the same clause inside a question's TRACE), so the recipe's question
+    rows, not these, are what teaches recall inside a TRACE; these rows are the cheap way
+    (~13 tokens a fact against ~150 for a question row) to reach every fact of the KG.
+    Measured worse and removed: the same facts as packed 1-hop questions (docs/RECIPE.md).
+
+    ``path_traces`` (the reference traces of training questions) and ``path_passes`` add
+    ``round(path_passes * len(path_traces))`` of them as more lines: a fact that many training
+    paths use is repeated more, like a word common in a corpus. Only training questions count;
+    the eval split never weights anything.
 
     >>> from library.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -69,16 +95,17 @@ def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
     ...     "relations": [{"id": "leads_to", "label": "leads to"}],
     ...     "edges": [{"src": "a", "rel": "leads_to", "dst": "b"}, {"src": "b", "rel": "leads_to", "dst": "c"}]})
     >>> knowledge_rows(kg, epochs=1, facts_per_row=2, seed=0)
-    [('State facts.', 'b leads to c.\\na leads to b.')]
+    [('State facts.', 'b leads to [J] c [J].\\na leads to [W] b [W].')]
     """
-    clauses = sorted(f"{fact_clause(kg, e.src, e.rel, e.dst)}." for e in kg.edges)
+    edges = sorted((e.src, e.rel, e.dst) for e in kg.edges)
     rng = random.Random(f"{seed}:knowledge")
     pool = sorted(path_traces)
     extra = rng.sample(pool * (int(path_passes) + 1), round(path_passes * len(pool))) if pool and path_passes else []
     per_epoch = [extra[i::epochs] for i in range(epochs)] if epochs else [extra]
     rows = []
     for chunk in per_epoch:
-        order = (list(clauses) if epochs else []) + chunk
+        order = [f"{fact_clause(kg, src, rel, dst, rng.choice(BLANK_TAG_POOL))}." for src, rel, dst in edges] if epochs else []
+        order += chunk
         rng.shuffle(order)
         for i in range(0, len(order), facts_per_row):
             rows.append((KNOWLEDGE_PROMPT, "\n".join(order[i:i + facts_per_row])))
@@ -90,44 +117,57 @@ def eval_fact_groups(kg: Any, questions: Sequence[Any]) -> list[tuple[str, str, 
     return fact_groups(kg, [e for q in questions for e in q.path_star.edges])
 
 
-def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tuple[str, ...]]], *,
-                batch_size: int = 64) -> dict[str, Any]:
-    """Share of ``groups`` whose successor the model recalls exactly, greedy, in a knowledge row.
-
-    The context is the knowledge prompt's assistant turn followed by ``"<src> <relation>"``;
-    the target is ``" <dst>."``. With several successors a group counts as recalled when any
-    of them is (the functional KG has one). Returns ``{"n", "recalled", "recall", "by_relation"}``.
-    """
+def _greedy_matches(model, tokenizer, items: Sequence[tuple[list[int], list[int]]], batch_size: int = 64) -> list[bool]:
+    """For each ``(context ids, target ids)``: would greedy decoding after the context produce the
+    target? Teacher-forced, one forward pass per batch (greedy yields the target iff every target
+    token is the argmax after the tokens before it)."""
     import torch
 
-    from library.model import format_prompt
-
-    prefix = format_prompt(tokenizer, KNOWLEDGE_PROMPT)
-    items = []  # (group index, context ids, target ids)
-    for gi, (src, rel, dsts) in enumerate(groups):
-        head = tokenizer(prefix + f"{kg.label(src)} {kg.relation_label(rel)}", add_special_tokens=False).input_ids
-        for dst in dsts:
-            items.append((gi, head, tokenizer(f" {kg.label(dst)}.", add_special_tokens=False).input_ids))
-    hit = [False] * len(groups)
+    hits = []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     was_training = model.training
     model.eval()
     with torch.inference_mode():
         for start in range(0, len(items), batch_size):
             batch = items[start:start + batch_size]
-            width = max(len(h) + len(t) for _, h, t in batch)
+            width = max(len(h) + len(t) for h, t in batch)
             ids = torch.full((len(batch), width), pad, dtype=torch.long)
             mask = torch.zeros_like(ids)
-            for row, (_, head, tgt) in enumerate(batch):  # right padding: positions stay 0..n-1
+            for row, (head, tgt) in enumerate(batch):  # right padding: positions stay 0..n-1
                 seq = head + tgt
                 ids[row, :len(seq)] = torch.tensor(seq)
                 mask[row, :len(seq)] = 1
             pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
-            for row, (gi, head, tgt) in enumerate(batch):
-                got = pred[row, len(head) - 1:len(head) + len(tgt) - 1].tolist()
-                hit[gi] = hit[gi] or got == tgt
+            for row, (head, tgt) in enumerate(batch):
+                hits.append(pred[row, len(head) - 1:len(head) + len(tgt) - 1].tolist() == tgt)
     if was_training:
         model.train()
+    return hits
+
+
+def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tuple[str, ...]]], *,
+                batch_size: int = 64) -> dict[str, Any]:
+    """Share of ``groups`` whose successor the model recalls exactly, greedy, in a knowledge row.
+
+    The context is the knowledge prompt's assistant turn followed by ``"<src> <relation> [K]"``
+    (a tag fixed per group); the target is ``" <dst>"``. With several successors a group counts
+    as recalled when any of them is (the functional KG has one). This is recall where the facts
+    were taught; :func:`trace_recall` is recall where composition needs them. Returns
+    ``{"n", "recalled", "recall", "by_relation"}``.
+    """
+    from library.model import format_prompt
+
+    prefix = format_prompt(tokenizer, KNOWLEDGE_PROMPT)
+    owners, items = [], []  # group index per item; (context ids, target ids)
+    for gi, (src, rel, dsts) in enumerate(groups):
+        tag = random.Random(f"recall:{src}:{rel}").choice(BLANK_TAG_POOL)
+        head = tokenizer(prefix + f"{kg.label(src)} {kg.relation_label(rel)} [{tag}]", add_special_tokens=False).input_ids
+        for dst in dsts:
+            owners.append(gi)
+            items.append((head, tokenizer(f" {kg.label(dst)}", add_special_tokens=False).input_ids))
+    hit = [False] * len(groups)
+    for gi, ok in zip(owners, _greedy_matches(model, tokenizer, items, batch_size)):
+        hit[gi] = hit[gi] or ok
     by_rel: dict[str, list[int]] = {}
     for (src, rel, _), ok in zip(groups, hit):
         by_rel.setdefault(rel, [0, 0])
@@ -136,3 +176,63 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
     n = len(groups)
     return {"n": n, "recalled": sum(hit), "recall": round(sum(hit) / n, 4) if n else 0.0,
             "by_relation": {rel: round(k / m, 4) for rel, (k, m) in sorted(by_rel.items())}}
+
+
+def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16) -> dict[str, Any]:
+    """Share of the questions' hops whose object the model writes, greedy, inside the gold TRACE.
+
+    For hop *i* the context is the question's prompt and its reference completion up to hop
+    *i*'s opening tag; the target is the object's label. This is fact recall where composition
+    needs it: a model can know a fact as a 1-hop question and still miss it mid-chain (measured:
+    docs/RECIPE.md). Teacher-forced, so one forward pass over prompt + gold completion scores
+    every hop of a question. Returns ``{"n", "recalled", "recall", "by_hop", "hits"}`` (0-based
+    hops; ``hits``: ``(question id, hop, recalled)`` for every hop, to split recall by fact).
+    """
+    import torch
+
+    from library.model import format_prompt
+    from library.questions import blank_tags
+
+    rows = []  # (question id, token ids, [(hop, target start, target ids)])
+    for q in questions:
+        completion = q.ref.completion
+        tags = blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges])
+        ids = tokenizer(format_prompt(tokenizer, q.prompt), add_special_tokens=False).input_ids
+        spans, done = [], 0
+        for i, (edge, tag) in enumerate(zip(q.path_star.edges, tags)):
+            # Tokenized piecewise at each object's leading space, a word boundary either way.
+            cut = completion.index(f"[{tag}] ", done) + len(tag) + 2  # the opening tag comes first
+            ids += tokenizer(completion[done:cut], add_special_tokens=False).input_ids
+            target = tokenizer(f" {kg.label(edge.dst)}", add_special_tokens=False).input_ids
+            spans.append((i, len(ids), target))
+            ids += target
+            done = cut + 1 + len(kg.label(edge.dst))
+        rows.append((q.id, ids, spans))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    by_hop: dict[int, list[int]] = {}
+    hits = []
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start:start + batch_size]
+            width = max(len(ids) for _, ids, _ in batch)
+            x = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(x)
+            for r, (_, ids, _) in enumerate(batch):
+                x[r, :len(ids)] = torch.tensor(ids)
+                mask[r, :len(ids)] = 1
+            pred = model(input_ids=x, attention_mask=mask).logits.argmax(-1)
+            for r, (qid, _, spans) in enumerate(batch):
+                for hop, at, target in spans:
+                    ok = pred[r, at - 1:at - 1 + len(target)].tolist() == target
+                    hits.append((qid, hop, ok))
+                    by_hop.setdefault(hop, [0, 0])
+                    by_hop[hop][0] += ok
+                    by_hop[hop][1] += 1
+    if was_training:
+        model.train()
+    n = sum(m for _, m in by_hop.values())
+    recalled = sum(k for k, _ in by_hop.values())
+    return {"n": n, "recalled": recalled, "recall": round(recalled / n, 4) if n else 0.0,
+            "by_hop": {str(i): round(k / m, 4) for i, (k, m) in sorted(by_hop.items())}, "hits": hits}

@@ -16,9 +16,9 @@ provably does not reach (docs/DESIGN.md, "Lessons").
 ...               {"src": "C", "rel": "fixed_by", "dst": "F"}]})
 >>> path = kg.path_from_entities(["S", "C", "F"], ["caused_by", "fixed_by"])
 >>> question_text(kg, "S", ["caused_by", "fixed_by"])
-'Start at TLS handshake error. It is caused by something, which is fixed by what? (2 steps)'
+'Start at TLS handshake error. It is caused by [L], which is fixed by [?]. (2 steps)'
 >>> reference_trace(kg, path)
-'TLS handshake error is caused by clock skew, which is fixed by sync clocks with NTP.'
+'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
 
 Everything is deterministic under a seed: every random choice goes through a seeded
 ``random.Random`` over a sorted (or otherwise order-fixed) list; sets are used only for
@@ -41,7 +41,8 @@ from typing import Any, Iterable, Sequence
 
 from tqdm import tqdm
 
-from library.contracts import LETTERS, GoldPath, PathEdge, Question, Reference
+from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath, PathEdge, Question, Reference
+from library.facts import fact_clause
 from library.jsonl import atomic_write_json, write_jsonl_atomic
 from library.kg import KnowledgeGraph, load_kg
 
@@ -68,8 +69,6 @@ DISTRACTOR_SOURCES = ("wrong_relation", "sibling", "stop_early", "overshoot", "n
 
 # Relations whose label does not read well as "<label> something" get their own wording;
 # every other relation is phrased from its kg.json label, so a new relation needs no code.
-_PHRASES = {"uses_tool": ("uses a tool", "uses what tool?")}
-
 # Measured with the SmolLM2 tokenizer: 25 tokens, against 35 for "... <A|B|C|D>" wording;
 # the prompt is repeated in every SFT/RL sample of a 135M model, so every token counts.
 FORMAT_INSTRUCTIONS = (
@@ -149,18 +148,32 @@ def _index(kg: KnowledgeGraph) -> _Index:
 
 
 # --------------------------------------------------------------------------- wording
-def _phrase(kg: KnowledgeGraph, rel: str, last: bool) -> str:
-    if rel in _PHRASES:
-        return _PHRASES[rel][1 if last else 0]
-    label = kg.relation_label(rel)
-    return f"{label} what?" if last else f"{label} something"
+def blank_tags(start: str, chain: Sequence[str]) -> list[str]:
+    """The tags of a question's blanks: random capitals for the inner blanks, ``?`` for the last.
+
+    Drawn from a generator seeded by the question's start and chain, so a question's wording
+    is a function of its path alone (the demo page reads typed questions back the same way)
+    and no tag says where in the chain its blank is.
+
+    >>> blank_tags("s", ["caused_by"])
+    ['?']
+    >>> len(set(blank_tags("s", ["leads_to"] * 5))), blank_tags("s", ["leads_to"] * 5)[-1]
+    (5, '?')
+    """
+    rng = random.Random("blank-tags:" + start + ":" + ",".join(chain))
+    return rng.sample(BLANK_TAG_POOL, len(chain) - 1) + [FINAL_TAG]
 
 
-def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str]) -> str:
-    """The question: the start entity, then every relation of the chain in order.
+def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Sequence[str] | None = None) -> str:
+    """The question: the start entity, then every relation of the chain in order, each blank tagged.
 
     The step count is stated too, so the question can only be read one way (the public
     attempt named only the first relation, leaving most questions with several answers).
+    Every blank carries a tag (:func:`blank_tags`), the last one ``[?]``: chains repeat
+    relations ("leads to ..., which leads to ..."), and measured on dev, a model trained on
+    1-3 hops that copied untagged relations lost its place on 4-5 hops and never stopped
+    (docs/RECIPE.md). A tag is a unique anchor: the TRACE copies the text after it. ``tags``
+    overrides the tags (the knowledge rows state single facts under random tags).
 
     >>> from library.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -169,30 +182,29 @@ def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str]) -> str:
     ...                   {"id": "leads_to", "label": "leads to"},
     ...                   {"id": "uses_tool", "label": "uses tool"}], "edges": []})
     >>> question_text(kg, "s", ["caused_by"])
-    'Start at disk full. It is caused by what? (1 step)'
+    'Start at disk full. It is caused by [?]. (1 step)'
     >>> question_text(kg, "s", ["caused_by", "leads_to", "uses_tool"])
-    'Start at disk full. It is caused by something, which leads to something, which uses what tool? (3 steps)'
+    'Start at disk full. It is caused by [R], which leads to [Q], which uses tool [?]. (3 steps)'
     """
-    parts = [_phrase(kg, rel, last=i == len(chain) - 1) for i, rel in enumerate(chain)]
+    tags = blank_tags(start, chain) if tags is None else tags
+    parts = [f"{kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain, tags)]
     steps = f"{len(chain)} step" + ("s" if len(chain) != 1 else "")
-    return f"Start at {kg.label(start)}. It " + ", which ".join(parts) + f" ({steps})"
+    return f"Start at {kg.label(start)}. It " + ", which ".join(parts) + f". ({steps})"
 
 
 def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
-    """The canonical trace (docs/CONTRACTS.md): the question's chain with every blank filled in.
+    """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
-    ``"<start> <rel 1> <e1>, which <rel 2> <e2>, which <rel 3> <e3>."`` mirrors the question
-    ("It <rel 1> something, which <rel 2> something, which <rel 3> what?"), so writing the trace
-    is copying the question's relations in order and recalling one fact per hop. Measured on
-    dev: with one ``"<src> <rel> <dst>"`` clause per hop (the first version's form) the model
-    learned 88% of the facts yet lost its place in the chain (skipped, reordered or repeated
-    relations; docs/RECIPE.md). The reward reads ``", which <rel> Y"`` as the claim
-    ``(previous entity, rel, Y)``.
+    Each clause is :func:`library.facts.fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact
+    words the knowledge rows teach the fact in; clauses are joined by ``", "``. The tag ``[K]``
+    of hop *i* is the question's *i*-th blank tag, so the model copies the question from one tag
+    to the next: after ``"[K], "`` it restates the entity it just wrote, copies the relation
+    that follows ``[K]`` in the question, then that relation's tag, and recalls the fact. The
+    last hop's tag is ``[?]``, after which the TRACE ends on the answer's letter. The reward
+    reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`).
     """
-    parts = [kg.label(path.entities[0])]
-    for i, e in enumerate(path.edges):
-        parts.append(f"{', which ' if i else ' '}{kg.relation_label(e.rel)} {kg.label(e.dst)}")
-    return "".join(parts) + "."
+    tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
+    return ", ".join(fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)) + "."
 
 
 def render_prompt(question: str, options: dict[str, str]) -> str:
@@ -356,9 +368,9 @@ def make_question(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, split:
     >>> q = make_question(kg, kg.path_from_entities(["s", "c0"], ["caused_by"]),
     ...                   random.Random(0), "train", 1, answer_slot=2)
     >>> q.id, q.answer_star, q.options["C"], q.question
-    ('train-00001', 'C', 'cause 0', 'Start at TLS handshake error. It is caused by what? (1 step)')
+    ('train-00001', 'C', 'cause 0', 'Start at TLS handshake error. It is caused by [?]. (1 step)')
     >>> q.ref.completion
-    'TRACE: TLS handshake error is caused by cause 0 (C).\\nANSWER: C'
+    'TRACE: TLS handshake error is caused by [?] cause 0 (C).\\nANSWER: C'
     >>> sorted(d["source"] for d in q.meta["distractors"])
     ['nearby_2', 'nearby_3', 'overshoot']
     >>> verify_unique(kg, q)

@@ -77,7 +77,7 @@ from dataclasses import asdict, dataclass, fields
 from operator import eq as _eq
 from typing import Any, Callable, Iterable, Literal, Sequence
 
-from library.contracts import ParsedCompletion, Question, RewardBreakdown
+from library.contracts import BLANK_TAG_RE, ParsedCompletion, Question, RewardBreakdown
 from library.kg import KnowledgeGraph
 
 try:  # the C helper behind Counter(); counting into a plain dict skips Counter's overhead
@@ -463,7 +463,7 @@ def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]
     >>> extract_claims(kg, "clock skew and TLS handshake error; is fixed by sync clocks with NTP")
     [('S', 'fixed_by', 'F')]
     """
-    return _TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan(trace.lower())[1]
+    return _TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan(BLANK_TAG_RE.sub("", trace).lower())[1]
 
 
 # --------------------------------------------------------------------------- tokens
@@ -717,7 +717,8 @@ class RewardModel:
         cfg = self.config
         qd = self._question(q)
         trace, answer, valid = parse_completion(completion)
-        lowered = trace.lower()
+        # Blank tags ("[K]", "[?]") are the TRACE's bookkeeping, not claims or path words.
+        lowered = BLANK_TAG_RE.sub("", trace).lower()
         fast = self._fast
         coded = fast.codes(lowered) if fast is not None else None
         ents: str | list[str]

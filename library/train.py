@@ -288,12 +288,18 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
                           f"({time.perf_counter() - t0:.0f}s)")
     if selection.eval:
         # Did the model learn the facts the eval chains need (apart from composing them)?
-        from library.facts import eval_fact_groups, fact_recall
+        # Recall where the facts were taught (knowledge rows) and where composition needs them
+        # (inside the gold TRACE of each eval question, teacher-forced): docs/RECIPE.md.
+        from library.facts import eval_fact_groups, fact_recall, trace_recall
 
         t0 = time.perf_counter()
         blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
+        in_trace = trace_recall(model, tokenizer, kg, selection.eval)
+        in_trace.pop("hits")
+        blocks["facts"]["in_trace"] = in_trace
         console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
-                      f"recall={blocks['facts']['recall']:.3f} ({time.perf_counter() - t0:.0f}s)")
+                      f"recall={blocks['facts']['recall']:.3f}, inside the TRACE {in_trace['recall']:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
     return blocks
 
 

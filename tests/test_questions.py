@@ -20,6 +20,7 @@ import pytest
 from library.contracts import LETTERS, Question
 from library.jsonl import read_jsonl
 from library.kg import KnowledgeGraph, load_kg
+from library.reward import extract_claims
 from library.questions import (
     SPLIT_FILES,
     DatasetConfig,
@@ -28,6 +29,7 @@ from library.questions import (
     distractor_candidates,
     make_question,
     pick_distractors,
+    blank_tags,
     question_text,
     reference_trace,
     shuffle_question,
@@ -43,11 +45,34 @@ SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, n_dev=40, progress=False
 def test_wording_and_reference_trace_follow_contracts(tiny_kg):
     path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     # docs/CONTRACTS.md's example, verbatim
+    assert question_text(tiny_kg, "TLSHandshakeError", ["caused_by", "fixed_by"]) == (
+        "Start at TLS handshake error. It is caused by [P], which is fixed by [?]. (2 steps)")
     assert reference_trace(tiny_kg, path) == (
-        "TLS handshake error is caused by clock skew, which is fixed by sync clocks with NTP.")
+        "TLS handshake error is caused by [P] clock skew [P], clock skew is fixed by [?] sync clocks with NTP.")
     assert question_text(tiny_kg, "NTPDrift", ["leads_to", "caused_by", "leads_to", "diagnosed_by"]) == (
-        "Start at NTP drift. It leads to something, which is caused by something, which leads to something, "
-        "which is diagnosed by what? (4 steps)")
+        "Start at NTP drift. It leads to [Y], which is caused by [U], which leads to [R], "
+        "which is diagnosed by [?]. (4 steps)")
+
+
+def test_blank_tags_are_unique_random_and_end_on_the_final_tag():
+    from library.contracts import BLANK_TAG_POOL, FINAL_TAG
+
+    chains = [("s", ["leads_to"] * n) for n in range(1, 6)] + [(f"e{i}", ["leads_to"] * 4) for i in range(40)]
+    firsts = set()
+    for start, chain in chains:
+        tags = blank_tags(start, chain)
+        assert tags == blank_tags(start, chain)  # a function of the path
+        assert len(tags) == len(chain) and tags[-1] == FINAL_TAG
+        assert len(set(tags)) == len(tags) and set(tags[:-1]) <= set(BLANK_TAG_POOL)
+        if len(chain) == 4:
+            firsts.add(tags[0])
+    assert len(firsts) > 8  # no tag belongs to a position: the first blank's tag varies
+
+
+def test_tags_are_invisible_to_the_reward(tiny_kg):
+    path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
+    assert extract_claims(tiny_kg, reference_trace(tiny_kg, path)) == [
+        ("TLSHandshakeError", "caused_by", "ClockSkew"), ("ClockSkew", "fixed_by", "NTPSync")]
 
 
 def test_distractor_candidates_are_same_type_and_unreachable(tiny_kg):

@@ -174,11 +174,11 @@ def test_padding_free_batches_keep_examples_apart(tiny, tmp_path):
 def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
     from types import SimpleNamespace
 
-    from library.contracts import Reference
+    from library.contracts import BLANK_TAG_RE, Reference
     from library.facts import KNOWLEDGE_PROMPT
     from library.sft import sft_examples
 
-    q = SimpleNamespace(prompt="P", answer_star="A", ref=Reference(trace="t", completion="TRACE: t\nANSWER: A"))
+    q = SimpleNamespace(prompt="P", question="Q", answer_star="A", ref=Reference(trace="t", completion="TRACE: t\nANSWER: A"))
     settings = SFTSettings(knowledge_epochs=2, facts_per_row=10, question_epochs=3)
     examples = sft_examples([q], settings, kg=real_kg, seed=0)
     knowledge = [c for u, c in examples if u == KNOWLEDGE_PROMPT]
@@ -186,6 +186,10 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
     facts = [line for c in knowledge for line in c.split("\n")]
     assert len(facts) == 2 * len(real_kg.edges)  # every fact, every epoch, one clause per line
     assert all(line.endswith(".") for line in facts)
+    # a clause opens and closes its blank with the same tag, and the tags vary between facts
+    tags = [BLANK_TAG_RE.findall(line) for line in facts]
+    assert all(len(t) == 2 and t[0] == t[1] for t in tags)
+    assert len({t[0] for t in tags}) > 10
     with pytest.raises(ValueError):
         sft_examples([q], settings, kg=None, seed=0)
 
@@ -195,7 +199,7 @@ def test_knowledge_rows_weight_facts_by_training_paths(real_kg):
     paths use repeat more); every KG fact still appears once per knowledge epoch."""
     from library.facts import knowledge_rows
 
-    traces = ["a is caused by b, which leads to c.", "d leads to e."] * 5
+    traces = ["a is caused by [K] b [K], b leads to [?] c.", "d leads to [?] e."] * 5
     rows = knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
     lines = [line for _, c in rows for line in c.split("\n")]
     assert len(lines) == 2 * len(real_kg.edges) + 6
@@ -208,6 +212,7 @@ def test_knowledge_rows_weight_facts_by_training_paths(real_kg):
 def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
     """fact_recall counts a group only when greedy decoding would produce the successor: a model
     trained on one fact recalls it, the untrained tiny model recalls nothing."""
+    from library.contracts import BLANK_TAG_POOL
     from library.facts import KNOWLEDGE_PROMPT, fact_clause, fact_groups, fact_recall
     from library.kg import KnowledgeGraph
     from conftest import TINY_KG
@@ -219,9 +224,42 @@ def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
     assert before["n"] == len(groups) and before["recalled"] == 0
     single = next(g for g in groups if len(g[2]) == 1)
     src, rel, (dst,) = single
-    rows = sft_rows(tok, [(KNOWLEDGE_PROMPT, fact_clause(kg, src, rel, dst) + ".")] * 8)
+    # as knowledge rows teach it: the same fact under random tags, which recall must see past
+    rows = sft_rows(tok, [(KNOWLEDGE_PROMPT, f"{fact_clause(kg, src, rel, dst, tag)}.") for tag in BLANK_TAG_POOL])
     trained, _ = train_lora(model, tok, rows, ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "full",
                             learning_rate=1e-2, max_steps=30, batch_size=8, max_length=128, seed=0, full=True,
                             resume=False, save_steps=1000)
     after = fact_recall(trained, tok, kg, [single])
     assert after == {"n": 1, "recalled": 1, "recall": 1.0, "by_relation": {rel: 1.0}}
+
+
+def test_trace_recall_scores_every_hop_inside_the_gold_trace(tiny, real_kg):
+    """trace_recall's targets are exactly the gold objects: a model that always predicts the next
+    gold token recalls every hop; the untrained tiny model recalls none."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from library.contracts import Question
+    from library.facts import trace_recall
+
+    model, tok = tiny
+    lines = (Path(__file__).resolve().parents[1] / "data" / "dev.jsonl").read_text().splitlines()
+    questions = [Question.model_validate(json.loads(line)) for line in lines[:6]]
+    hops = sum(len(q.path_star.edges) for q in questions)
+
+    class Oracle:  # teacher-forced "perfect recall": the argmax at t is the token at t + 1
+        training = False
+
+        def eval(self):
+            return self
+
+        def __call__(self, input_ids, attention_mask):
+            nxt = torch.roll(input_ids, -1, dims=1)
+            return SimpleNamespace(logits=torch.nn.functional.one_hot(nxt, len(tok)).float())
+
+    perfect = trace_recall(Oracle(), tok, real_kg, questions)
+    assert perfect["n"] == perfect["recalled"] == hops == len(perfect["hits"])
+    assert set(perfect["by_hop"]) == {str(i) for i in range(max(len(q.path_star.edges) for q in questions))}
+    untrained = trace_recall(model, tok, real_kg, questions)
+    assert untrained["n"] == hops and untrained["recalled"] == 0

@@ -309,6 +309,9 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert metrics["training"]["sft"]["trainable_params"] == metrics["training"]["sft"]["total_params"]
     assert set(metrics["facts"]) == {"base", "sft", "rsft", "grpo"}
     assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
+    in_trace = metrics["facts"]["sft"]["in_trace"]  # recall inside the gold TRACE, per hop
+    assert in_trace["n"] > 0 and "hits" not in in_trace
+    assert 0 <= in_trace["recall"] <= 1 and set(in_trace["by_hop"]) <= {"0", "1", "2", "3", "4"}
     # paired comparisons on the same eval questions, recomputable from episodes.jsonl
     assert {"sft-base", "rsft-sft", "grpo-sft"} <= set(metrics["comparisons"])
     cmp = metrics["comparisons"]["grpo-sft"]

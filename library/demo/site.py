@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from library.contracts import PHASES, Question
+from library.contracts import BLANK_TAG_RE, PHASES, Question
 from library.errors import DataFileError
 from library.jsonl import atomic_write_text, iter_jsonl
 from library.evaluate import wilson_interval
@@ -106,6 +106,7 @@ def claimed_edges(kg: KnowledgeGraph, trace: str) -> list[dict[str, Any]]:
     >>> claimed_edges(_toy_kg(), "a is caused by b; b is fixed by a.")
     [{'src': 'A', 'rel': 'caused_by', 'dst': 'B', 'in_kg': True}, {'src': 'B', 'rel': 'fixed_by', 'dst': 'A', 'in_kg': False}]
     """
+    trace = BLANK_TAG_RE.sub("", trace)  # blank tags are bookkeeping, not claims
     scan = _reward_scanner(kg)
     if scan is not None:  # the reward's own reader, so the page shows exactly what was scored
         return [{"src": a, "rel": r, "dst": b, "in_kg": kg.has_edge(a, r, b)} for a, r, b in scan(trace)]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from library.contracts import Question
+from library.contracts import BLANK_TAG_RE, Question
 from library.demo.site import claimed_edges, gold_path_layout, span_entities
 from library.kg import KnowledgeGraph, load_kg
 from library.runs import RunDir
@@ -84,8 +84,13 @@ def chain_path(kg: KnowledgeGraph, start: str, chain: list[str]):
     return dfs([start], [])
 
 
+_TYPED_TAG_RE = re.compile(BLANK_TAG_RE.pattern, re.IGNORECASE)  # typed questions may be lower-case
+
+
 def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold().rstrip(" ?.")
+    # Blank tags are optional when a question is typed in: "It leads to [K], ..." and
+    # "It leads to, ..." read the same.
+    return " ".join(_TYPED_TAG_RE.sub("", text).split()).casefold().rstrip(" ?.")
 
 
 def parse_question_text(kg: KnowledgeGraph, text: str) -> tuple[str, list[str]]:
