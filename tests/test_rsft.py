@@ -59,10 +59,10 @@ def test_best_correct_sample_wins_and_wrong_prompts_are_dropped(data):
     episodes, winners = score_and_select([q1, q2], samples, rm)
     assert len(episodes) == 7
     assert winners == [(q1, q1.ref.completion)]
-    selected = [e for e in episodes if e["selected"]]
-    assert [(e["ex_id"], e["sample_idx"]) for e in selected] == [(q1.id, 2)]
-    assert [e["sample_idx"] for e in episodes if e["ex_id"] == q2.id] == [0, 1, 2]
-    assert all(e["phase"] == "rsft" and e["kind"] == "rollout" and e["split"] == "train" for e in episodes)
+    selected = [e for e in episodes if e.selected]
+    assert [(e.ex_id, e.sample_idx) for e in selected] == [(q1.id, 2)]
+    assert [e.sample_idx for e in episodes if e.ex_id == q2.id] == [0, 1, 2]
+    assert all(e.phase == "rsft" and e.kind == "rollout" and e.split == "train" for e in episodes)
 
 
 def test_rank_key_tie_breaks():
