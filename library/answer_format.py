@@ -23,6 +23,7 @@ __all__ = [
     "parse_completion",
     "reference_completion",
     "render_completion",
+    "tag_answer",
 ]
 
 # Measured with the SmolLM2 tokenizer: 25 tokens, against 35 for "... <A|B|C|D>" wording;
@@ -157,6 +158,17 @@ def render_completion(trace: str, letter: str) -> str:
     if not trace.startswith("TRACE:"):
         trace = f"TRACE: {trace}"
     return f"{trace}\nANSWER: {letter}"
+
+
+def tag_answer(trace: str, letter: str) -> str:
+    """The gold trace as the model learns it: its last entity followed by the option's letter,
+    which the model copies from the prompt (``<label> (<letter>)``) right before ANSWER.
+
+    >>> print(render_completion(tag_answer("a is caused by b.", "C"), "C"))
+    TRACE: a is caused by b (C).
+    ANSWER: C
+    """
+    return f"{trace.removesuffix('.')} ({letter})."
 
 
 def reference_completion(question: Any) -> str:

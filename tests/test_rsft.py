@@ -79,6 +79,9 @@ def test_rank_key_tie_breaks():
 def test_clean_completion_cuts_after_answer():
     assert clean_completion("TRACE: x.\nANSWER: B\nTRACE: again") == "TRACE: x.\nANSWER: B"
     assert clean_completion("no answer here") == "no answer here"
+    # every ANSWER form the reward accepts is cut alike
+    assert clean_completion("**TRACE:** x.\n**ANSWER:** B\nmore") == "**TRACE:** x.\n**ANSWER:** B"
+    assert clean_completion("trace: x.\n answer : c) sync\nANSWER: D") == "trace: x.\n answer : c) sync"
 
 
 def test_select_prompts_distribution(data):
