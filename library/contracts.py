@@ -7,9 +7,12 @@ writer never breaks an older reader, but the named fields are required and typed
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+
+from library.answer_format import is_correct
 
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -61,8 +64,24 @@ class Question(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
+class Claim(BaseModel):
+    """One ``entity relation entity`` statement the reward read in a TRACE, judged once at
+    scoring time: is it an edge of the KG, and is it an edge of the question's gold path."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    src: str
+    rel: str
+    dst: str
+    in_kg: bool
+    on_gold_path: bool
+
+
 class ParsedCompletion(BaseModel):
-    """What the reward parser read from a completion (see library/reward.py)."""
+    """What the reward parser read from a completion (see library/reward.py).
+
+    ``claims`` is None only in logs written before claims were stored with the episode;
+    :func:`library.reward.stored_claims` reads those once with the reward's own scanner.
+    """
 
     model_config = ConfigDict(extra="allow")
     answer: Letter | None
@@ -70,6 +89,15 @@ class ParsedCompletion(BaseModel):
     trace_entities: list[str]
     path_entities: list[str]
     valid_format: bool
+    claims: list[Claim] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_missing_claims(self, handler):
+        # An old episode rewritten (e.g. by a resumed run) keeps its old shape: no "claims": null.
+        data = handler(self)
+        if data.get("claims", ()) is None:
+            del data["claims"]
+        return data
 
 
 class RewardBreakdown(BaseModel):
@@ -83,8 +111,31 @@ class RewardBreakdown(BaseModel):
     total: float
 
 
+EpisodeKind = Literal["eval", "rollout"]
+# Typed optional fields of an episode; None means "not recorded" and is left out of the JSONL
+# line, so a line looks as it did when these were untyped extras and old logs read unchanged.
+_EPISODE_OPTIONAL = ("kind", "hop_len", "answer_star", "correct", "sample_idx", "selected", "eval_split",
+                     "finished", "backend")
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """What :meth:`library.reward.RewardModel.score` returns, computed once per completion:
+    the parse (with the typed claims), the reward breakdown and the correctness verdict."""
+
+    parsed: ParsedCompletion
+    reward: RewardBreakdown
+    correct: bool
+
+
 class Episode(BaseModel):
-    """One model completion, as written to data/runs/<run_id>/episodes.jsonl."""
+    """One model completion, as written to data/runs/<run_id>/episodes.jsonl.
+
+    Every writer builds it with :meth:`from_scored`. ``kind`` tells eval answers (``"eval"``,
+    one greedy answer per question) from training samples (``"rollout"``, RSFT/GRPO groups);
+    ``eval_split`` is the metrics key of an eval answer (``eval``, ``train_sample``...).
+    Readers use ``correct`` and ``parsed.claims`` and never parse ``completion`` again.
+    """
 
     model_config = ConfigDict(extra="allow")
     phase: Phase
@@ -95,3 +146,46 @@ class Episode(BaseModel):
     completion: str
     parsed: ParsedCompletion
     reward: RewardBreakdown
+    kind: EpisodeKind | None = None
+    hop_len: int | None = None
+    answer_star: Letter | None = None
+    correct: bool | None = None
+    sample_idx: int | None = None  # index within an RSFT/GRPO group
+    selected: bool | None = None  # RSFT: the sample that was trained on
+    eval_split: str | None = None
+    finished: bool | None = None  # generation stopped on EOS rather than the token limit
+    backend: str | None = None
+
+    @classmethod
+    def from_scored(cls, scored: Scored, question: Any, completion: str, *, phase: str, step: int,
+                    kind: EpisodeKind, split: str | None = None, **fields: Any) -> "Episode":
+        """The one way an episode is made: a question, a completion and its score.
+
+        ``split`` defaults to the question's own split; ``fields`` are the other typed fields
+        (``sample_idx``, ``selected``, ``eval_split``, ``finished``, ``backend``).
+        """
+        return cls(phase=phase, step=step, ex_id=question.id, split=split or question.split, prompt=question.prompt,
+                   completion=completion, parsed=scored.parsed, reward=scored.reward, kind=kind,
+                   hop_len=question.hop_len, answer_star=question.answer_star, correct=scored.correct, **fields)
+
+    @model_validator(mode="after")
+    def _one_verdict(self) -> "Episode":
+        # Logs written before these fields were typed: `correct` was stored by a looser rule
+        # (no format check) or not at all, and `kind` was missing in hand-written logs. Both
+        # are derived here, once, so every reader sees the same verdict.
+        if self.answer_star is not None:
+            self.correct = is_correct(self.parsed.answer, self.parsed.valid_format, self.answer_star)
+        elif self.correct is None:
+            # every preset rewards a right, well-formed answer positively and anything else not
+            self.correct = self.reward.correctness > 0
+        if self.kind is None:
+            self.kind = "rollout" if self.sample_idx is not None or (self.step > 0 and self.split != "eval") else "eval"
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unrecorded(self, handler):
+        data = handler(self)
+        for name in _EPISODE_OPTIONAL:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data

@@ -12,11 +12,11 @@
 Only :func:`evaluate` needs torch (imported lazily); the rest is cheap and can be used by the
 video side.
 
-Eval episodes carry extras besides the Episode contract: ``hop_len``, ``answer_star``,
-``correct``, ``kind="eval"`` (RSFT/GRPO rollouts use ``kind="rollout"``) and ``eval_split``,
-the metrics key (``eval``, ``eval_shuffled``, ``train_sample``...). ``split`` itself is that key
-when it is a contract split, else the question's own split (``train_sample`` questions are
-``train`` questions).
+Eval episodes are ``kind="eval"`` (RSFT/GRPO rollouts are ``kind="rollout"``) with
+``eval_split``, the metrics key (``eval``, ``eval_shuffled``, ``train_sample``...). ``split``
+itself is that key when it is a contract split, else the question's own split
+(``train_sample`` questions are ``train`` questions). Accuracy counts ``Episode.correct``, the
+one verdict the reward gave (library/answer_format.py: a well-formed answer equal to the key).
 """
 
 from __future__ import annotations
@@ -56,23 +56,6 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def _extra(ep: Episode | dict[str, Any], name: str, default: Any = None) -> Any:
-    if isinstance(ep, dict):
-        return ep.get(name, default)
-    return getattr(ep, name, default) if name in (ep.model_extra or {}) else default
-
-
-def episode_correct(ep: Episode) -> bool:
-    """Right answer in the required format? Compared with the episode's ``answer_star`` when it
-    has one, else read from the reward's correctness sign (every preset rewards a right answer
-    positively). A right letter in malformed output (e.g. no TRACE line) does not count, exactly
-    as the reward scores it (docs/DESIGN.md: malformed output gets the worst correctness)."""
-    star = _extra(ep, "answer_star")
-    if star is not None:
-        return ep.parsed.valid_format and ep.parsed.answer is not None and ep.parsed.answer == star
-    return ep.reward.correctness > 0
-
-
 def _accuracy_block(n: int, correct: int) -> dict[str, Any]:
     lo, hi = wilson_interval(correct, n)
     return {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0, "accuracy_ci": [lo, hi]}
@@ -85,7 +68,7 @@ def _mean(values: list[float]) -> float:
 def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
     """One metrics block (one phase, one split) from its episodes; layout of docs/CONTRACTS.md.
 
-    by_hop groups on the episodes' ``hop_len`` extra (keys are strings, as in JSON). The reward
+    by_hop groups on the episodes' ``hop_len`` (keys are strings, as in JSON). The reward
     means cover every component present in the breakdowns (extras such as ``edge_reward``
     included), each averaged over the episodes that have it.
 
@@ -104,11 +87,11 @@ def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
     (1, 2, -0.5)
     """
     n = len(episodes)
-    correct_flags = [episode_correct(ep) for ep in episodes]
+    correct_flags = [bool(ep.correct) for ep in episodes]
     block = _accuracy_block(n, sum(correct_flags))
     hops: dict[str, list[bool]] = {}
     for ep, ok in zip(episodes, correct_flags):
-        hop = _extra(ep, "hop_len")
+        hop = ep.hop_len
         if hop is not None:
             hops.setdefault(str(hop), []).append(ok)
     block["by_hop"] = {h: _accuracy_block(len(v), sum(v)) for h, v in sorted(hops.items(), key=lambda kv: int(kv[0]))}
@@ -133,9 +116,9 @@ def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: 
     """The eval episodes of (phase, split[, step]) keyed by ex_id (the last one wins)."""
     out: dict[str, Episode] = {}
     for ep in episodes:
-        if ep.phase != phase or _extra(ep, "kind") != EVAL_KIND:
+        if ep.phase != phase or ep.kind != EVAL_KIND:
             continue
-        if (_extra(ep, "eval_split") or ep.split) != split:
+        if (ep.eval_split or ep.split) != split:
             continue
         if step is not None and ep.step != step:
             continue
@@ -174,12 +157,9 @@ def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, p
         episodes = []
         for q, group in zip(part, outs):
             completion = group[0].text
-            parsed, reward = reward_model.score(q, completion)
-            episodes.append(Episode(
-                phase=phase, step=step, ex_id=q.id, split=_episode_split(split, q), prompt=q.prompt,
-                completion=completion, parsed=parsed, reward=reward,
-                hop_len=q.hop_len, answer_star=q.answer_star, correct=parsed.answer == q.answer_star,
-                kind=EVAL_KIND, eval_split=split, finished=group[0].finished,
+            episodes.append(Episode.from_scored(
+                reward_model.score(q, completion), q, completion, phase=phase, step=step, kind=EVAL_KIND,
+                split=_episode_split(split, q), eval_split=split, finished=group[0].finished,
             ))
         if run is not None:
             run.append_episodes(episodes)
@@ -208,7 +188,7 @@ def metrics_from_run(run, *, phase: str, split: str, step: int | None = None,
 
 def _outcomes(source, split: str, phase: str) -> dict[str, bool]:
     episodes = source.iter_episodes(phase=phase) if hasattr(source, "iter_episodes") else source
-    return {ex: episode_correct(ep) for ex, ep in eval_episodes(episodes, phase=phase, split=split).items()}
+    return {ex: bool(ep.correct) for ex, ep in eval_episodes(episodes, phase=phase, split=split).items()}
 
 
 def compare_phases(source, split: str, phase_a: str, phase_b: str, *, n_boot: int = 2000, seed: int = 0,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from library.config import GRPOSettings
+from library.contracts import Episode
 from library.rsft import ROLLOUT_KIND, assert_training_only
 
 #: (TRL reward-function name, RewardModel component it returns)
@@ -71,42 +72,23 @@ class RolloutScorer:
         self.weights = component_weights(reward_model.config)
         self.log_episodes = log_episodes
         self._key: tuple | None = None
-        self._scored: list[tuple[Any, Any]] = []
+        self._scored: list[Any] = []
         self.n_logged = 0
-        self.per_step: dict[int, list[dict[str, float]]] = defaultdict(list)
 
-    def _score(self, ex_ids: Sequence[str], completions: Sequence[str], step: int) -> list[tuple[Any, Any]]:
+    def _score(self, ex_ids: Sequence[str], completions: Sequence[str], step: int) -> list[Any]:
         key = (step, tuple(ex_ids), tuple(completions))
         if key == self._key:
             return self._scored
         questions = [self.by_id[i] for i in ex_ids]
         assert_training_only(questions, self.forbidden_ids)
         scored = [self.reward_model.score(q, c) for q, c in zip(questions, completions)]
-        for (parsed, reward) in scored:
-            parts = reward.model_dump()
+        for s in scored:
+            parts = s.reward.model_dump()
             weighted = sum(self.weights[name] * float(parts[comp]) for name, comp in COMPONENT_FUNCS)
-            if not math.isclose(weighted, float(reward.total), rel_tol=1e-9, abs_tol=1e-9):
-                raise RuntimeError(f"reward components do not sum to the total: {weighted} != {reward.total}")
+            if not math.isclose(weighted, float(s.reward.total), rel_tol=1e-9, abs_tol=1e-9):
+                raise RuntimeError(f"reward components do not sum to the total: {weighted} != {s.reward.total}")
         if self.log_episodes:
-            seen: dict[str, int] = defaultdict(int)
-            episodes = []
-            for q, c, (parsed, reward) in zip(questions, completions, scored):
-                episodes.append({
-                    "phase": "grpo", "step": step, "ex_id": q.id, "split": q.split,
-                    "prompt": q.prompt, "completion": c,
-                    "parsed": parsed.model_dump(mode="json"), "reward": reward.model_dump(mode="json"),
-                    "hop_len": q.hop_len, "answer_star": q.answer_star,
-                    "sample_idx": seen[q.id], "kind": ROLLOUT_KIND,
-                })
-                seen[q.id] += 1
-            self.n_logged += self.run.append_episodes(episodes)
-        for q, (parsed, reward) in zip(questions, scored):
-            self.per_step[step].append({
-                "reward_total": float(reward.total),
-                "correct": float(bool(parsed.valid_format) and parsed.answer == q.answer_star),
-                "path_coverage": float(reward.path_coverage),
-                "valid_format": float(bool(parsed.valid_format)),
-            })
+            self.n_logged += self.run.append_episodes(rollout_episodes(questions, completions, scored, step=step))
         self._key, self._scored = key, scored
         return scored
 
@@ -115,7 +97,7 @@ class RolloutScorer:
             step = int(trainer_state.global_step) + 1 if trainer_state is not None else 0
             texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
             scored = self._score(list(ex_id), texts, step)
-            return [float(getattr(reward, component)) for _, reward in scored]
+            return [float(getattr(s.reward, component)) for s in scored]
 
         fn.__name__ = name
         return fn
@@ -123,6 +105,19 @@ class RolloutScorer:
     def reward_functions(self) -> tuple[list[Callable], list[float]]:
         funcs = [self.reward_function(name, comp) for name, comp in COMPONENT_FUNCS]
         return funcs, [self.weights[name] for name, _ in COMPONENT_FUNCS]
+
+
+def rollout_episodes(questions: Sequence[Any], completions: Sequence[str], scored: Sequence[Any], *, step: int,
+                     **fields: Any) -> list[Episode]:
+    """One GRPO batch as episodes: ``sample_idx`` counts each question's samples in batch order.
+    Shared by every backend that logs GRPO rollouts (``fields``: e.g. ``backend="mlx"``)."""
+    seen: dict[str, int] = defaultdict(int)
+    episodes = []
+    for q, c, s in zip(questions, completions, scored):
+        episodes.append(Episode.from_scored(s, q, c, phase="grpo", step=step, kind=ROLLOUT_KIND,
+                                            sample_idx=seen[q.id], **fields))
+        seen[q.id] += 1
+    return episodes
 
 
 @dataclass
@@ -183,20 +178,26 @@ def _trainer_log_callback(sink: list[dict[str, Any]]):
     return _Sink()
 
 
-def reward_curve(per_step: dict[int, list[dict[str, float]]], log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """One point per step: means over that step's rollouts, plus the trainer's loss and KL."""
+def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any]] = ()) -> list[dict[str, float]]:
+    """One point per step from the logged rollouts: means over that step's rollouts of the
+    stored reward, verdict and format, plus the trainer's loss and KL from ``log_history``."""
     logs: dict[int, dict[str, Any]] = defaultdict(dict)
     for entry in log_history:  # several entries can share a step (the step's log, the run summary)
         if "step" in entry:
             logs[int(entry["step"])].update({k: v for k, v in entry.items() if k not in logs[int(entry["step"])]})
+    per_step: dict[int, list[Any]] = defaultdict(list)
+    for ep in episodes:
+        if ep.kind == ROLLOUT_KIND:
+            per_step[ep.step].append(ep)
     curve = []
     for step in sorted(per_step):
         rows = per_step[step]
         n = len(rows)
         point: dict[str, float] = {"step": step, "n": n}
-        for key in ("reward_total", "path_coverage", "valid_format"):
-            point[key] = sum(r[key] for r in rows) / n
-        point["accuracy"] = sum(r["correct"] for r in rows) / n
+        point["reward_total"] = sum(float(ep.reward.total) for ep in rows) / n
+        point["path_coverage"] = sum(float(ep.reward.path_coverage) for ep in rows) / n
+        point["valid_format"] = sum(1.0 for ep in rows if ep.parsed.valid_format) / n
+        point["accuracy"] = sum(1.0 for ep in rows if ep.correct) / n
         log = logs.get(step, {})
         for src, dst in (("loss", "loss"), ("kl", "kl"), ("reward_std", "reward_std"),
                          ("frac_reward_zero_std", "frac_reward_zero_std"), ("learning_rate", "learning_rate")):
@@ -205,22 +206,6 @@ def reward_curve(per_step: dict[int, list[dict[str, float]]], log_history: list[
                 point[dst] = float(value)
         curve.append(point)
     return curve
-
-
-def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any]] = ()) -> list[dict[str, float]]:
-    """The same curve rebuilt from logged rollouts (used after a resume, when earlier steps ran in another process)."""
-    per_step: dict[int, list[dict[str, float]]] = defaultdict(list)
-    for ep in episodes:
-        if getattr(ep, "kind", None) != ROLLOUT_KIND:
-            continue
-        answer_star = getattr(ep, "answer_star", None)
-        per_step[ep.step].append({
-            "reward_total": float(ep.reward.total),
-            "correct": float(bool(ep.parsed.valid_format) and ep.parsed.answer == answer_star),
-            "path_coverage": float(ep.reward.path_coverage),
-            "valid_format": float(bool(ep.parsed.valid_format)),
-        })
-    return reward_curve(per_step, list(log_history))
 
 
 def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings, reward_model, run, *,
@@ -303,7 +288,7 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     peft_model.eval()
     return peft_model, GRPOResult(
         adapter_dir=Path(adapter_dir), steps=int(trainer.state.global_step), n_prompts=len(questions),
-        n_episodes=sum(1 for ep in run.iter_episodes(phase="grpo") if getattr(ep, "kind", None) == ROLLOUT_KIND),
+        n_episodes=sum(1 for ep in run.iter_episodes(phase="grpo") if ep.kind == ROLLOUT_KIND),
         curve=curve, seconds=seconds, resumed_from=str(resume_from) if resume_from else None,
         reward_weights=dict(scorer.weights),
     )

@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm import tqdm
 
+from library.answer_format import FORMAT_INSTRUCTIONS, render_completion, tag_answer
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath, PathEdge, Question, Reference
 from library.facts import fact_clause
 from library.jsonl import atomic_write_json, write_jsonl_atomic
@@ -66,16 +67,6 @@ ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "har
 #  tier d  nearby_<d>: same type at undirected distance d (2..max_distance) from the path.
 # Neither tier ever reaches across types or into kg.reach(start, chain).
 DISTRACTOR_SOURCES = ("wrong_relation", "sibling", "stop_early", "overshoot", "neighbour", "nearby_<d>")
-
-# Relations whose label does not read well as "<label> something" get their own wording;
-# every other relation is phrased from its kg.json label, so a new relation needs no code.
-# Measured with the SmolLM2 tokenizer: 25 tokens, against 35 for "... <A|B|C|D>" wording;
-# the prompt is repeated in every SFT/RL sample of a 135M model, so every token counts.
-FORMAT_INSTRUCTIONS = (
-    "Answer in two lines:\n"
-    "TRACE: <the path, naming each entity>\n"
-    "ANSWER: <letter>"
-)
 
 
 class DatasetError(ValueError):
@@ -230,16 +221,6 @@ def render_prompt(question: str, options: dict[str, str]) -> str:
     """
     lines = [question] + [f"{options[letter]} ({letter})" for letter in LETTERS] + [FORMAT_INSTRUCTIONS]
     return "\n".join(lines)
-
-
-def reference_completion(trace: str, letter: str) -> str:
-    """The gold completion: the trace, its last entity tagged with the option's letter, the answer.
-
-    >>> print(reference_completion("a is caused by b.", "C"))
-    TRACE: a is caused by b (C).
-    ANSWER: C
-    """
-    return f"TRACE: {trace.removesuffix('.')} ({letter}).\nANSWER: {letter}"
 
 
 # --------------------------------------------------------------------------- distractors
@@ -398,7 +379,7 @@ def make_question(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, split:
         answer_star=letter,
         path_star=path,
         prompt=render_prompt(text, options),
-        ref=Reference(trace=trace, completion=reference_completion(trace, letter)),
+        ref=Reference(trace=trace, completion=render_completion(tag_answer(trace, letter), letter)),
         meta={
             "start": start,
             "chain": chain,
@@ -466,7 +447,8 @@ def shuffle_question(question: Question, rng: random.Random, answer_slot: int | 
         "options": options,
         "answer_star": letter,
         "prompt": render_prompt(question.question, options),
-        "ref": Reference(trace=question.ref.trace, completion=reference_completion(question.ref.trace, letter)),
+        "ref": Reference(trace=question.ref.trace,
+                         completion=render_completion(tag_answer(question.ref.trace, letter), letter)),
         "meta": meta,
     })
 

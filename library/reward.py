@@ -24,17 +24,19 @@ and is scored by a :class:`RewardModel` built once per KG and :class:`RewardConf
 ...              ref={"trace": ""})
 >>> honest = ("TRACE: TLS handshake error is caused by clock skew; "
 ...           "clock skew is fixed by sync clocks with NTP.\\nANSWER: B")
->>> parsed, r = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, honest)
->>> parsed.path_entities, r.correctness, r.path_reward, r.edge_reward, r.total
-(['S', 'C', 'F'], 1.0, 0.5, 0.5, 2.0)
+>>> s = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, honest)
+>>> s.parsed.path_entities, s.correct, s.reward.correctness, s.reward.path_reward, s.reward.edge_reward, s.reward.total
+(['S', 'C', 'F'], True, 1.0, 0.5, 0.5, 2.0)
 
 The same names in a false chain lose the edge credit and pay for each false claim:
 
 >>> liar = ("TRACE: TLS handshake error is fixed by clock skew; "
 ...         "clock skew is caused by sync clocks with NTP.\\nANSWER: B")
->>> _, r = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, liar)
->>> r.path_reward, r.edge_reward, r.false_edges, r.total
+>>> s = RewardModel(kg, RewardConfig.preset_named("toy+edges")).score(q, liar)
+>>> s.reward.path_reward, s.reward.edge_reward, s.reward.false_edges, s.reward.total
 (0.5, -0.5, 2, 1.0)
+>>> [(c.src, c.rel, c.dst, c.in_kg) for c in s.parsed.claims]
+[('S', 'fixed_by', 'C', False), ('C', 'caused_by', 'F', False)]
 
 Components of the total, for every preset::
 
@@ -72,12 +74,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, fields
 from operator import eq as _eq
 from typing import Any, Callable, Iterable, Literal, Sequence
 
-from library.contracts import BLANK_TAG_RE, ParsedCompletion, Question, RewardBreakdown
+from library.answer_format import is_correct, parse_completion
+from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion, Question, RewardBreakdown, Scored
 from library.kg import KnowledgeGraph
 
 try:  # the C helper behind Counter(); counting into a plain dict skips Counter's overhead
@@ -95,104 +98,13 @@ __all__ = [
     "RelationMatcher",
     "RewardConfig",
     "RewardModel",
+    "Scored",
     "extract_claims",
     "parse_completion",
     "path_tokens",
+    "stored_claims",
     "tokenize",
 ]
-
-# --------------------------------------------------------------------------- parsing
-
-# Characters a model (or an attacker) puts around keywords: markdown emphasis, quote and
-# list markers, and zero-width characters, which are invisible in a rendered episode.
-# No newline in here: a line-start prefix that could span lines makes the search
-# quadratic on inputs with many blank lines.
-_DECOR = " \\t\u00a0>*#_`~\\-\u200b\u200c\u200d\u2060\ufeff"
-_KEYWORD_RE = re.compile(
-    rf"^[{_DECOR}]*(trace|answer)[ \t*_`\u200b\u200c\u200d\u2060\ufeff]*[:\uff1a]",
-    re.IGNORECASE | re.MULTILINE,
-)
-# The same keyword line, anchored on the newline before it instead of ``^``: a pattern
-# that starts with a literal lets ``sre`` jump from newline to newline, where ``^`` made it
-# try the whole pattern at every character. parse_completion prepends a newline to the
-# text so that the first line is found too.
-_KEYWORD_NL_RE = re.compile("\n" + _KEYWORD_RE.pattern[1:], re.IGNORECASE)
-_ANSWER_VALUE_RE = re.compile(r"[\s*_`\"'(\[{<\u200b\u200c\u200d\u2060\ufeff]*([A-Da-d])(?!\w)([^\n]*)")
-# A second option letter joined to the first by "or"/"and"/"/"/"," is a hedge: "A or B".
-# The letter must be a capital: "B) restart the service and a cache flush" is no hedge.
-_HEDGE_RE = re.compile(r"(?:(?<!\w)(?i:or|and|vs|versus)(?!\w)|[/|&+,])[\s*_`\"'(\[]*[A-D](?!\w)")
-_HEDGE_SCAN = 200  # characters after the letter searched for a hedge; bounds work on huge lines
-
-
-def _answer_letter(value: str) -> str | None:
-    """The option letter an ANSWER line commits to, or None when it commits to none.
-
-    >>> [_answer_letter(v) for v in [" B", "B.", "B) clock skew", "**C**", "(d)", "A or B", "The answer is B", "b clock"]]
-    ['B', 'B', 'B', 'C', 'D', None, None, None]
-    """
-    m = _ANSWER_VALUE_RE.match(value)
-    if m is None:
-        return None
-    letter, rest = m.group(1), m.group(2)
-    if letter.islower():
-        # A lone lower-case letter is an answer ("answer: b"); "a clock skew" is prose.
-        tail = rest.strip()
-        if tail and tail[0] not in ").:]*":
-            return None
-        letter = letter.upper()
-    if _HEDGE_RE.search(rest, 0, _HEDGE_SCAN):
-        return None
-    return letter
-
-
-def parse_completion(text: str) -> tuple[str, str | None, bool]:
-    """Split a completion into ``(trace_text, answer, valid_format)``; never raises.
-
-    The trace runs from ``TRACE:`` to the next keyword line (or the end), so a trace the
-    model wrapped over several lines is read whole. Keywords are case-insensitive and may
-    carry markdown decoration (``**TRACE:**``). ``answer`` is the letter every ANSWER line
-    agrees on (kept even when the TRACE is missing, for logging) and None for a hedge.
-
-    >>> parse_completion("TRACE: clock skew is fixed by NTP.\\nANSWER: B")
-    ('clock skew is fixed by NTP.', 'B', True)
-    >>> parse_completion("  trace :  x\\n answer: c) sync clocks")
-    ('x', 'C', True)
-    >>> parse_completion("TRACE: x\\nANSWER: A\\nANSWER: B")    # a hedge over two lines
-    ('x', None, False)
-    >>> parse_completion("TRACE: x ANSWER: B")                    # no ANSWER line
-    ('x ANSWER: B', None, False)
-    >>> parse_completion("ANSWER: B")
-    ('', 'B', False)
-    """
-    if not isinstance(text, str):
-        text = "" if text is None else str(text)
-    # split() with a capturing group hands back [before, kw, body, kw, body, ...] in one
-    # C call; each body runs to the next keyword line, which is where a trace ends.
-    # Each body loses the newline that ended it (the next keyword's match now starts with
-    # it); strip() and the first-line cut below make that invisible.
-    parts = _KEYWORD_NL_RE.split("\n" + text)
-    trace = None
-    letters: list[str] = []
-    bad_answer = False
-    for i in range(1, len(parts), 2):
-        body = parts[i + 1]
-        if parts[i][0] in "tT":
-            if trace is None:
-                trace = body.strip()
-            continue
-        eol = body.find("\n")
-        letter = _answer_letter(body if eol < 0 else body[:eol])
-        if letter is None:
-            bad_answer = True
-        else:
-            letters.append(letter)
-    answer = None
-    if letters and not bad_answer and letters.count(letters[0]) == len(letters):
-        answer = letters[0]
-    if trace is None:
-        return "", answer, False
-    return trace, answer, bool(trace) and answer is not None
-
 
 # --------------------------------------------------------------------------- matching
 
@@ -369,84 +281,6 @@ class _TraceScanner:
         return ents, claims
 
 
-# Event codes of the fast scanner: one character per event, so that what follows the
-# regex pass runs in C (str.join over dict lookups, a regex over the code string) instead
-# of a Python loop over matches.
-_SEP_CODE = "\x01"
-_REL_BASE = 0x100  # relations: U+0100 upwards (below the surrogates)
-_ENT_BASE = 0x10000  # entities: the supplementary planes
-_MAX_RELATIONS = 0xD800 - _REL_BASE
-_MAX_ENTITIES = 0x110000 - _ENT_BASE
-
-
-class _FastScanner:
-    """The :class:`_TraceScanner` pass, without a Python loop over its matches.
-
-    One regex (the same alternation, without capture groups) finds every entity, relation
-    and separator match; each matched string is mapped to one code character by a dict
-    (``str.join(map(dict.get, ...))`` runs in C), and claims are read from the code string
-    by a second regex. Which alternative produced a match is recovered from the string:
-    an entity alias and a relation alias or a separator word that spell the same text have
-    the same word-boundary conditions, so at a position where both match, the entity (or
-    relation, before a separator) won, as in the scanner's alternation. A separator
-    *character* has no boundary condition, so a KG with an alias spelled as one (".")
-    takes the exact path (``usable`` is False). A match whose text is not a normalised
-    alias (a newline or a double space inside a label) makes :meth:`codes` return None,
-    and the caller takes the exact path for that text.
-
-    Claims: ``subject separators* relation object``, read with an overlapping lookahead,
-    is exactly the scanner's state machine: separators drop a pending relation but keep
-    the subject, a second relation drops both.
-    """
-
-    def __init__(self, entities: _AliasTable, relations: _AliasTable):
-        self.regex = re.compile(rf"(?<!\w)(?:{entities.pattern}|{relations.pattern})(?!\w)|{_SEPARATOR}")
-        ent_ids = list(dict.fromkeys(entities.ids.values()))
-        rel_ids = list(dict.fromkeys(relations.ids.values()))
-        self.usable = (
-            bool(entities.pattern)
-            and bool(relations.pattern)  # an empty alternative would match the empty string
-            and len(ent_ids) <= _MAX_ENTITIES
-            and len(rel_ids) <= _MAX_RELATIONS
-            and not any(k in _SEP_CHARS for k in (*entities.ids, *relations.ids))
-        )
-        self.ent_code = {ident: chr(_ENT_BASE + i) for i, ident in enumerate(ent_ids)}
-        self.rel_code = {ident: chr(_REL_BASE + i) for i, ident in enumerate(rel_ids)}
-        self.ent_of = {c: ident for ident, c in self.ent_code.items()}
-        code: dict[str, str] = {}  # matched text -> event code
-        ecode: dict[str, str] = {}  # matched text -> entity code, or "" for other events
-        for key, ident in entities.ids.items():
-            code[key] = ecode[key] = self.ent_code[ident]
-        for key, ident in relations.ids.items():
-            if key not in code:
-                code[key], ecode[key] = self.rel_code[ident], ""
-        for sep in (*_SEP_CHARS, *_SEP_WORDS):
-            if sep not in code:
-                code[sep], ecode[sep] = _SEP_CODE, ""
-        self.code_get = code.get
-        self.ecode_get = ecode.get
-        ent_class = f"[{chr(_ENT_BASE)}-{chr(_ENT_BASE + max(len(ent_ids), 1) - 1)}]"
-        rel_class = f"[{chr(_REL_BASE)}-{chr(_REL_BASE + max(len(rel_ids), 1) - 1)}]"
-        # findall -> [(subject, relation + object), ...], overlapping ("X r Y r Z").
-        self.claims_re = re.compile(f"(?=({ent_class}){_SEP_CODE}*({rel_class}{ent_class}))")
-
-    def codes(self, lowered: str) -> tuple[str, str] | None:
-        """``(event codes, entity codes)`` of a lower-cased trace, or None when a match is
-        not a normalised alias (the caller then takes the exact path)."""
-        found = self.regex.findall(lowered)
-        try:
-            return "".join(map(self.code_get, found)), "".join(map(self.ecode_get, found))
-        except TypeError:  # a None in the join: a label spelled across odd whitespace
-            return None
-
-    def claim_key(self, src: str, rel: str, dst: str) -> tuple[str, str] | None:
-        """The key a claim ``(src, rel, dst)`` of ids has in ``claims_re``'s output."""
-        s, r, d = self.ent_code.get(src), self.rel_code.get(rel), self.ent_code.get(dst)
-        if s is None or r is None or d is None:
-            return None
-        return (s, r + d)
-
-
 def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]:
     """Claimed edges ``(src, rel, dst)`` of a trace, in order (convenience; compiles the
     matchers on every call, so use :class:`RewardModel` in loops).
@@ -464,6 +298,18 @@ def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]
     [('S', 'fixed_by', 'F')]
     """
     return _TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan(BLANK_TAG_RE.sub("", trace).lower())[1]
+
+
+def stored_claims(parsed: ParsedCompletion, kg: KnowledgeGraph, gold_edges: Iterable[Any] = ()) -> list[Claim]:
+    """The claims an episode stored when it was scored. Logs written before claims were
+    stored lack them; those are read here, once, by the same scanner, so an old run shows
+    what the reward judged (``gold_edges``: the question's gold path edges, when known).
+    """
+    if parsed.claims is not None:
+        return parsed.claims
+    gold = {(e.src, e.rel, e.dst) for e in gold_edges}
+    return [Claim(src=s, rel=r, dst=d, in_kg=kg.has_edge(s, r, d), on_gold_path=(s, r, d) in gold)
+            for s, r, d in extract_claims(kg, parsed.trace_text)]
 
 
 # --------------------------------------------------------------------------- tokens
@@ -504,27 +350,6 @@ def path_tokens(kg: KnowledgeGraph, entity_ids: Sequence[str]) -> frozenset[str]
     ['clocks', 'ntp', 'sync']
     """
     return frozenset(t for e in entity_ids for t in tokenize(kg.label(e)) if t not in _STOPWORDS)
-
-
-def _top_count(items: list[str]) -> int:
-    """How often the most frequent item occurs (0 for none)."""
-    return max(Counter(items).values()) if items else 0
-
-
-def _longest_run(tokens: list[str]) -> int:
-    best = run = 0
-    prev = None
-    for t in tokens:
-        if t == prev:
-            run += 1
-            if run > best:
-                best = run
-        else:
-            run = 1
-            if best == 0:
-                best = 1
-            prev = t
-    return best
 
 
 def _lis(seq: list[int]) -> int:
@@ -627,9 +452,9 @@ class RewardConfig:
 class _QuestionData:
     """What scoring needs from a question, computed once."""
 
-    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens", "gold_codes", "claim_index")
+    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens")
 
-    def __init__(self, kg: KnowledgeGraph, q: Question, fast: _FastScanner | None = None):
+    def __init__(self, kg: KnowledgeGraph, q: Question):
         self.entities = list(q.path_star.entities)
         self.gold = frozenset(self.entities)
         self.n_gold = len(self.gold)
@@ -639,19 +464,11 @@ class _QuestionData:
         self.hops = len(q.path_star.edges)
         self.tokens = path_tokens(kg, [e for e in self.entities if e in kg.entities])
         self.n_tokens = len(self.tokens)
-        # The same, in the fast scanner's codes (entities the KG lacks cannot be matched).
-        self.gold_codes: frozenset[str] = frozenset()
-        self.claim_index: dict[tuple[str, str], int] = {}
-        if fast is not None:
-            self.gold_codes = frozenset(c for c in map(fast.ent_code.get, self.gold) if c is not None)
-            for (src, rel, dst), i in self.edge_index.items():
-                key = fast.claim_key(src, rel, dst)
-                if key is not None:
-                    self.claim_index[key] = i
 
 
 def _token_stats(tokens: list[str]) -> tuple[int, int]:
-    """``(_top_count(tokens), _longest_run(tokens))`` with the loops in C.
+    """``(count of the most frequent token, longest run of one repeated token)``, with the
+    loops in C: the paper preset's repetition statistics.
 
     >>> _token_stats("a b b a b c c c".split()), _token_stats([]), _token_stats(["x"])
     ((3, 3), (0, 0), (1, 1))
@@ -674,9 +491,11 @@ COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "s
 class RewardModel:
     """The KG as a reward model. Build once (compiles the matchers), score many.
 
-    ``score`` returns the pydantic records that go into episodes.jsonl; ``components``
-    returns the same numbers as a plain dict and is several times faster (no model
-    construction), which is what a trainer's reward function should call.
+    ``score`` returns a :class:`~library.contracts.Scored`: the parse with its typed claims,
+    the breakdown and the correctness verdict, which is everything an episode stores, so no
+    reader parses the completion again. ``components`` returns the same numbers as a plain
+    dict and is several times faster (no model construction), which is what a trainer's
+    reward function should call.
     """
 
     def __init__(self, kg: KnowledgeGraph, config: RewardConfig | None = None):
@@ -685,12 +504,7 @@ class RewardModel:
         self.entity_matcher = EntityMatcher(kg)
         self.relation_matcher = RelationMatcher(kg)
         self._scanner = _TraceScanner(self.entity_matcher, self.relation_matcher)
-        fast = _FastScanner(self.entity_matcher.table, self.relation_matcher.table)
-        self._fast: _FastScanner | None = fast if fast.usable else None
         self._edges = frozenset((e.src, e.rel, e.dst) for e in kg.edges)
-        self._edge_keys: frozenset[tuple[str, str]] = frozenset()
-        if self._fast is not None:
-            self._edge_keys = frozenset(k for k in (fast.claim_key(*e) for e in self._edges) if k is not None)
         self._name = self.config.name
         self._questions: dict[tuple[str, str], _QuestionData] = {}
         self._memo: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
@@ -701,38 +515,24 @@ class RewardModel:
         # Ids are not unique across files that reuse them (eval vs eval_shuffled), so the
         # cached gold path is checked, which costs one list comparison.
         if data is None or data.entities != q.path_star.entities:
-            data = self._questions[key] = _QuestionData(self.kg, q, self._fast)
+            data = self._questions[key] = _QuestionData(self.kg, q)
         return data
 
     # The whole computation lives in one function with local names: attribute lookups
     # and intermediate objects were a measurable share of the per-completion cost.
-    def _evaluate(self, q: Question, completion: str, entities: bool = True) -> tuple[dict[str, Any], str, str | None, bool, list[str], list[str]]:
-        """The components, and (when ``entities``) the trace's entities for the episode.
-
-        Entities and claims come from the fast scanner's code strings when it can read
-        the trace (then ``ents`` is a string of entity codes, and the gold set and edge
-        keys are in codes too), else from the exact scanner (lists and tuples of ids);
-        everything below works on both.
-        """
+    def _evaluate(self, q: Question, completion: str, entities: bool = True) -> tuple[dict[str, Any], Scored | None]:
+        """The components, and (when ``entities``) the whole :class:`Scored` result."""
         cfg = self.config
         qd = self._question(q)
         trace, answer, valid = parse_completion(completion)
         # Blank tags ("[K]", "[?]") are the TRACE's bookkeeping, not claims or path words.
         lowered = BLANK_TAG_RE.sub("", trace).lower()
-        fast = self._fast
-        coded = fast.codes(lowered) if fast is not None else None
-        ents: str | list[str]
-        if coded is not None:
-            codes, ents = coded
-            claims: list = fast.claims_re.findall(codes) if len(codes) > 2 else []  # type: ignore[union-attr]
-            gold, edge_index, kg_edges = qd.gold_codes, qd.claim_index, self._edge_keys
-        else:
-            ents, claims = self._scanner.scan(lowered)
-            gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
+        ents, claims = self._scanner.scan(lowered)
+        gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
         n_ents = len(ents)
         distinct = set(ents)
         hits = len(gold.intersection(distinct)) if n_ents else 0
-        right = valid and answer == q.answer_star
+        right = is_correct(answer, valid, q.answer_star)
 
         # edge-verified component (always measured, added only when enabled)
         order = []
@@ -802,14 +602,15 @@ class RewardModel:
             **extra,
         }
         if not entities:
-            return comp, trace, answer, valid, [], []
-        if coded is not None:
-            ent_of = fast.ent_of  # type: ignore[union-attr]
-            trace_entities = [ent_of[c] for c in dict.fromkeys(ents)]
-        else:
-            trace_entities = list(dict.fromkeys(ents))
-        path_entities = [e for e in trace_entities if e in qd.gold]
-        return comp, trace, answer, valid, trace_entities, path_entities
+            return comp, None
+        trace_entities = list(dict.fromkeys(ents))
+        parsed = ParsedCompletion(
+            answer=answer, trace_text=trace, trace_entities=trace_entities,
+            path_entities=[e for e in trace_entities if e in gold], valid_format=valid,
+            claims=[Claim(src=src, rel=rel, dst=dst, in_kg=(src, rel, dst) in kg_edges,
+                          on_gold_path=(src, rel, dst) in edge_index) for src, rel, dst in claims],
+        )
+        return comp, Scored(parsed=parsed, reward=RewardBreakdown(**comp), correct=right)
 
     def components(self, question: Question, completion: str) -> dict[str, Any]:
         """Every component as a plain dict (the RewardBreakdown fields and extras).
@@ -819,14 +620,13 @@ class RewardModel:
         """
         return self._evaluate(question, completion, False)[0]
 
-    def score(self, question: Question, completion: str) -> tuple[ParsedCompletion, RewardBreakdown]:
-        comp, trace, answer, valid, trace_entities, path_entities = self._evaluate(question, completion)
-        parsed = ParsedCompletion(
-            answer=answer, trace_text=trace, trace_entities=trace_entities, path_entities=path_entities, valid_format=valid
-        )
-        return parsed, RewardBreakdown(**comp)
+    def score(self, question: Question, completion: str) -> Scored:
+        """Parse and score ``completion`` once: what an :class:`~library.contracts.Episode` stores."""
+        scored = self._evaluate(question, completion)[1]
+        assert scored is not None
+        return scored
 
-    def score_many(self, questions: Sequence[Question], completions: Sequence[str]) -> list[tuple[ParsedCompletion, RewardBreakdown]]:
+    def score_many(self, questions: Sequence[Question], completions: Sequence[str]) -> list[Scored]:
         """``score`` over aligned sequences (one question per completion)."""
         if len(questions) != len(completions):
             raise ValueError(f"{len(questions)} questions for {len(completions)} completions")

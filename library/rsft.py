@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from library.answer_format import clean_completion
 from library.config import RSFTSettings
+from library.contracts import Episode
 
 EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
 ROLLOUT_KIND = "rollout"
@@ -80,19 +82,6 @@ def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str,
     return chosen
 
 
-def clean_completion(text: str) -> str:
-    """Cut a sampled completion after its ANSWER line, so RSFT never trains on trailing rambling.
-
-    >>> clean_completion("TRACE: a leads to b.\\nANSWER: B\\nand more")
-    'TRACE: a leads to b.\\nANSWER: B'
-    """
-    lines = text.strip().splitlines()
-    for i, line in enumerate(lines):
-        if line.strip().upper().startswith("ANSWER:"):
-            return "\n".join(lines[: i + 1]).strip()
-    return text.strip()
-
-
 def _trace_len(parsed: Any) -> int:
     return len(getattr(parsed, "trace_text", "") or "")
 
@@ -100,10 +89,6 @@ def _trace_len(parsed: Any) -> int:
 def rank_key(parsed: Any, reward: Any) -> tuple:
     """Sort key, larger is better: total, then correctness, then coverage, then shorter trace."""
     return (float(reward.total), float(reward.correctness), float(reward.path_coverage), -_trace_len(parsed))
-
-
-def is_correct(question: Any, parsed: Any) -> bool:
-    return bool(parsed.valid_format) and parsed.answer == question.answer_star
 
 
 @dataclass
@@ -121,31 +106,23 @@ class RSFTResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _rollout_episode(question: Any, completion: str, parsed: Any, reward: Any, sample_idx: int,
-                     selected: bool) -> dict[str, Any]:
-    return {
-        "phase": "rsft", "step": 0, "ex_id": question.id, "split": question.split,
-        "prompt": question.prompt, "completion": completion,
-        "parsed": parsed.model_dump(mode="json"), "reward": reward.model_dump(mode="json"),
-        "hop_len": question.hop_len, "answer_star": question.answer_star,
-        "sample_idx": sample_idx, "kind": ROLLOUT_KIND, "selected": selected,
-    }
-
-
-def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model) -> tuple[list[dict], list[tuple[Any, str]]]:
+def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model,
+                     **fields: Any) -> tuple[list[Episode], list[tuple[Any, str]]]:
     """Score every sample; return (episodes, winners as (question, completion)).
 
-    A winner is the best-ranked sample of its prompt, and only if it is correct.
+    A winner is the best-ranked sample of its prompt, and only if it is correct. ``fields``
+    go on every episode (e.g. ``backend="mlx"``).
     """
     episodes, winners = [], []
     for q, samples in zip(questions, completions):
-        scored = [(reward_model.score(q, c), c) for c in samples]
-        best = max(range(len(scored)), key=lambda i: rank_key(*scored[i][0])) if scored else None
-        keep = best is not None and is_correct(q, scored[best][0][0])
-        for i, ((parsed, reward), c) in enumerate(scored):
-            episodes.append(_rollout_episode(q, c, parsed, reward, i, selected=keep and i == best))
+        scored = [reward_model.score(q, c) for c in samples]
+        best = max(range(len(scored)), key=lambda i: rank_key(scored[i].parsed, scored[i].reward)) if scored else None
+        keep = best is not None and scored[best].correct
+        for i, (s, c) in enumerate(zip(scored, samples)):
+            episodes.append(Episode.from_scored(s, q, c, phase="rsft", step=0, kind=ROLLOUT_KIND, sample_idx=i,
+                                                selected=keep and i == best, **fields))
         if keep:
-            winners.append((q, scored[best][1]))
+            winners.append((q, samples[best]))
     return episodes, winners
 
 
@@ -194,9 +171,8 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     t0 = time.perf_counter()
     reused = False
     if resume and done.exists():
-        episodes = [ep for ep in run.iter_episodes(phase="rsft") if getattr(ep, "kind", None) == ROLLOUT_KIND]
-        winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if getattr(ep, "selected", False)]
-        episodes = [ep.model_dump(mode="json") for ep in episodes]
+        episodes = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
+        winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
         reused = True
     else:
         # Anything of this phase already in the log is from an interrupted attempt: start clean.
@@ -209,7 +185,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     t_sample = time.perf_counter() - t0
 
     n_samples = len(episodes)
-    n_correct = sum(1 for ep in episodes if ep["parsed"]["valid_format"] and ep["parsed"]["answer"] == ep["answer_star"])
+    n_correct = sum(1 for ep in episodes if ep.correct)
     winner_qs = [q for q, _ in winners]
     assert_training_only(winner_qs, forbidden_ids)  # belt and braces: what we train on, not just what we sampled
     result = RSFTResult(

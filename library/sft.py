@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from library.answer_format import reference_completion
 from library.config import LoraSettings, SFTSettings
 
 
@@ -50,20 +51,6 @@ def sft_rows(tokenizer, examples: Iterable[tuple[str, str]]) -> list[dict[str, s
 def question_rows(tokenizer, questions: Sequence[Any]) -> list[dict[str, str]]:
     """Gold rows for SFT: each question's prompt and its reference ``TRACE/ANSWER`` completion."""
     return sft_rows(tokenizer, ((q.prompt, reference_completion(q)) for q in questions))
-
-
-def reference_completion(question: Any) -> str:
-    """The gold completion text. ``ref.completion`` when the data has it, else built from the trace."""
-    ref = question.ref
-    completion = getattr(ref, "completion", None)
-    if completion is None and isinstance(getattr(ref, "model_extra", None), dict):
-        completion = ref.model_extra.get("completion")
-    if completion:
-        return str(completion).strip()
-    trace = ref.trace.strip()
-    if not trace.startswith("TRACE:"):
-        trace = f"TRACE: {trace}"
-    return f"{trace}\nANSWER: {question.answer_star}"
 
 
 # ------------------------------------------------------------------------- helpers

@@ -11,7 +11,6 @@ Imports neither torch nor manim.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from library.contracts import PHASES, Episode, Question
 from library.errors import DataFileError
 from library.jsonl import iter_jsonl
 from library.kg import DEFAULT_KG_PATH, KnowledgeGraph
+from library.reward import stored_claims
 from library.runs import RunDir
 from scenes.payloads import validate_payload
 from scenes.storyboard import (
@@ -164,13 +164,9 @@ class Selection:
 
 def _episode_context(ep: Episode, q: Question) -> dict[str, Any]:
     answer = ep.parsed.answer
-    return {**ep.model_dump(mode="json"), "answer": answer, "correct": is_correct(ep, q),
+    return {**ep.model_dump(mode="json"), "answer": answer, "correct": ep.correct,
             "predicted_label": q.options.get(answer, "") if answer else "",
             "trace": ep.parsed.trace_text, "phase_label": phase_label(ep.phase)}
-
-
-def is_correct(ep: Episode, q: Question) -> bool:
-    return ep.parsed.answer == q.answer_star
 
 
 class ShotError(Exception):
@@ -199,7 +195,7 @@ def _eval_episode(data: RunData, ex_id: str, phase: str, split: str = "eval") ->
     if not cands:
         return None
     # several samples of one question (RSFT/GRPO groups): the first one logged, stably
-    return min(cands, key=lambda e: (e.step, getattr(e, "sample_idx", 0) or 0))
+    return min(cands, key=lambda e: (e.step, e.sample_idx or 0))
 
 
 def select_episode(data: RunData, spec: Any, sb: Storyboard, shot_index: int) -> Selection:
@@ -237,7 +233,7 @@ def select_episode(data: RunData, spec: Any, sb: Storyboard, shot_index: int) ->
                 q = data.questions.get(ep.ex_id)
                 if before is None or q is None or ep is not _eval_episode(data, ep.ex_id, dst, split):
                     continue
-                if (is_correct(before, q), is_correct(ep, q)) == want:
+                if (before.correct, ep.correct) == want:
                     cands.append((ep, q))
             prefer = spec.get("prefer", "longest_hop")
             orders = {"longest_hop": lambda c: (-c[1].hop_len, c[1].id), "shortest_hop": lambda c: (c[1].hop_len, c[1].id),
@@ -282,55 +278,6 @@ def _question(data: RunData, ex_id: str, path: tuple) -> Question:
     return q
 
 
-# --------------------------------------------------------------------------- trace claims
-
-
-def parse_claims(trace: str, kg: KnowledgeGraph) -> list[tuple[str, str, str]]:
-    """The edges a TRACE claims, as (src id, rel id, dst id), for clauses naming two KG entities.
-
-    The trace format (docs/CONTRACTS.md) is ``<src label> <relation label> <dst label>``
-    clauses joined by ``; ``. Clauses whose ends are not exact KG labels are skipped: they
-    cannot be drawn (and the reward gives them no credit either).
-
-    >>> from library.kg import KnowledgeGraph
-    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t",
-    ...     "entities": [{"id": "A", "label": "disk full", "type": "cause"},
-    ...                  {"id": "B", "label": "delete logs", "type": "fix"}],
-    ...     "relations": [{"id": "fixed_by", "label": "is fixed by"}], "edges": []})
-    >>> parse_claims("Disk full is fixed by delete logs; the moon is fixed by cheese.", kg)
-    [('A', 'fixed_by', 'B')]
-    """
-    by_label = {e.label.casefold(): e.id for e in kg.entities.values()}
-    rels = sorted(kg.relations.values(), key=lambda r: -len(r.label))
-    claims = []
-    for clause in re.split(r";|\.(?:\s|$)|\n", trace):
-        text = " ".join(clause.split()).strip(" .").casefold()
-        if not text:
-            continue
-        for rel in rels:
-            m = re.search(rf"\s{re.escape(rel.label.casefold())}\s", f" {text} ")
-            if not m:
-                continue
-            left, right = text[: m.start()].strip(), text[m.end() - 1:].strip()
-            left = left.removeprefix("the ") if left not in by_label else left
-            right = right.removeprefix("the ") if right not in by_label else right
-            if left in by_label and right in by_label:
-                claims.append((by_label[left], rel.id, by_label[right]))
-            break
-    return claims
-
-
-def trace_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]:
-    """Claimed edges of a trace, read by the reward's own parser (``library.reward``, torch-free)
-    so the video marks exactly the claims the reward judged; ``parse_claims`` (the strict
-    trace-format reader above) if that module is unavailable."""
-    try:
-        from library.reward import extract_claims
-    except ImportError:
-        return parse_claims(trace, kg)
-    return extract_claims(kg, trace)
-
-
 # --------------------------------------------------------------------------- payload builders
 
 
@@ -352,7 +299,8 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
             raise ShotError(f"question {q.id} names entity {eid!r} that is not in {data.kg_path}")
     cap = max(int(params.get("max_nodes", MAX_KG_NODES)), len(path))
     mentioned = [m for m in dict.fromkeys(ep.parsed.trace_entities) if m in kg.entities]
-    wrong = [(s, r, d) for s, r, d in trace_claims(kg, ep.parsed.trace_text) if not kg.has_edge(s, r, d)]
+    # the claims the reward judged when it scored this episode (read once for older logs)
+    wrong = [(c.src, c.rel, c.dst) for c in stored_claims(ep.parsed, kg, q.path_star.edges) if not c.in_kg]
     nodes: list[str] = list(path)
     for extra in mentioned + [x for s, _, d in wrong for x in (s, d)]:
         if extra not in nodes and len(nodes) < cap:
@@ -374,7 +322,7 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
         "wrong_edges": [{"src": s, "rel_label": kg.relation_label(r), "dst": d} for s, r, d in wrong if s in keep and d in keep],
         "answer_label": q.options[q.answer_star],
         "predicted_label": q.options.get(predicted, "") if predicted else "",
-        "correct": is_correct(ep, q) if params.get("show_prediction", True) else None,
+        "correct": ep.correct if params.get("show_prediction", True) else None,
         "phase_label": params.get("phase_label") or phase_label(sel.phase),
     }
 
@@ -416,7 +364,7 @@ def build_before_after(data: RunData, params: dict, sel: Selection | None) -> di
             raise ShotError(f"question {sel.ex_id} has no episode in phase {ph!r}")
         a = ep.parsed.answer
         rows.append({"phase_label": phase_label(ph), "trace": ep.parsed.trace_text,
-                     "answer": f"{a}) {q.options[a]}" if a in q.options else None, "correct": is_correct(ep, q)})
+                     "answer": f"{a}) {q.options[a]}" if a in q.options else None, "correct": ep.correct})
     return {"question": params.get("question") or q.question, "options": dict(q.options), "answer_star": q.answer_star, "rows": rows}
 
 
@@ -433,12 +381,12 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
     for spec in specs:
         spec = {"metric": spec} if isinstance(spec, str) else dict(spec)
         pts: list[list[float]] = []
-        if "episode_mean" in spec:  # per-step mean of a reward component over training episodes
+        if "episode_mean" in spec:  # per-step mean of a reward component over training rollouts
             ph = _phase_any(spec.get("phase", "grpo"), order)
             key = spec["episode_mean"]
             by_step: dict[int, list[float]] = {}
             for e in data.episodes:
-                if e.phase == ph and e.split != "eval" and e.step > 0:
+                if e.phase == ph and e.kind == "rollout":
                     by_step.setdefault(e.step, []).append(float(e.reward.model_dump().get(key, 0.0)))
             pts = [[offsets.get(ph, 0.0) + s, sum(v) / len(v)] for s, v in sorted(by_step.items())]
             name = spec.get("name", f"mean {key} per step ({phase_label(ph)})")
@@ -467,6 +415,11 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
 
 
 def _phase_any(name: str, order: list[str]) -> str:
+    """A curve's phase: ``final``/``last`` is the last phase with a curve, any other name as given.
+
+    >>> _phase_any("final", ["sft", "grpo"]), _phase_any("rsft", ["sft", "grpo"])
+    ('grpo', 'rsft')
+    """
     if name in ("final", "last") and order:
         return order[-1]
     return name
@@ -601,4 +554,4 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-__all__ = ["RunData", "Selection", "ResolvedShot", "resolve_shots", "select_episode", "parse_claims", "ci"]
+__all__ = ["RunData", "Selection", "ResolvedShot", "resolve_shots", "select_episode", "ci"]

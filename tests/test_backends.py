@@ -307,8 +307,8 @@ def test_mlx_rsft_winners_data_folder_exact_files(tmp_path, tiny_kg, kg_question
     rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper+edges"))
     episodes, winners = mlx_backend.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"eval-0001"})
     assert len(episodes) == 7
-    assert [(ep["ex_id"], ep["sample_idx"]) for ep in episodes if ep["selected"]] == [("train-00001", 1), ("train-00002", 1)]
-    assert all(ep["phase"] == "rsft" and ep["kind"] == "rollout" for ep in episodes)
+    assert [(ep.ex_id, ep.sample_idx) for ep in episodes if ep.selected] == [("train-00001", 1), ("train-00002", 1)]
+    assert all(ep.phase == "rsft" and ep.kind == "rollout" for ep in episodes)
 
     records = mlx_backend.rsft_records(winners, system="SYS")
     t, v = mlx_backend.write_records_folder(records, tmp_path / "rsft", valid_fraction=0.5, min_valid=2)
@@ -351,7 +351,7 @@ def test_reward_bounds_hold_and_the_unit_map_keeps_grpo_advantages(tiny_kg, kg_q
     for name in PRESET_NAMES:
         cfg = RewardConfig.preset_named(name)
         rm, bounds = RewardModel(tiny_kg, cfg), mlx_backend.reward_bounds(cfg)
-        totals = np.array([rm.score(kg_questions[0], t)[1].total for t in texts])
+        totals = np.array([rm.score(kg_questions[0], t).reward.total for t in texts])
         unit = np.array([mlx_backend.to_unit(float(x), bounds) for x in totals])
         assert ((0 <= unit) & (unit <= 1)).all()
         adv = lambda r: (r - r.mean()) / (r.std() + 1e-12)  # noqa: E731 - GRPO's group normalisation
@@ -372,7 +372,7 @@ def test_mlx_grpo_reward_scores_and_logs_training_rollouts_only(tmp_path, tiny_k
     ids = ["train-00001", "train-00001", "train-00002", "train-00002"]
     got = reward(comps, ids)
     bounds = mlx_backend.reward_bounds(rm.config)
-    want = [mlx_backend.to_unit(rm.score(kg_questions[i // 2], c)[1].total, bounds) for i, c in enumerate(comps)]
+    want = [mlx_backend.to_unit(rm.score(kg_questions[i // 2], c).reward.total, bounds) for i, c in enumerate(comps)]
     assert got == want and got[0] > got[1]
     eps = list(run.iter_episodes(phase="grpo"))
     assert [(e.ex_id, e.step, e.sample_idx, e.kind) for e in eps] == [

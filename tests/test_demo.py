@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TINY_KG
-from library.contracts import PHASES
-from library.demo.site import build_demo, claimed_edges, collect, layout_subgraph, span_entities
+from library.contracts import PHASES, ParsedCompletion
+from library.demo.site import build_demo, collect, layout_subgraph, span_entities
+from library.reward import stored_claims
 from library.runs import RunDir
 
 
@@ -122,7 +123,10 @@ def test_entity_spans_are_whole_words_longest_first(tiny_kg):
     spans = span_entities(tiny_kg, text)
     assert [(text[s:e], ent) for s, e, ent in spans] == [
         ("TLS handshake error", "TLSHandshakeError"), ("clock skew", "ClockSkew"), ("openssl", "openssl")]
-    assert claimed_edges(tiny_kg, "expired certificate is fixed by restart the service.") == [
+    # a log written before claims were stored: read once by the reward's scanner
+    old = ParsedCompletion(answer=None, trace_text="expired certificate is fixed by restart the service.",
+                           trace_entities=[], path_entities=[], valid_format=False)
+    assert [c.model_dump(exclude={"on_gold_path"}) for c in stored_claims(old, tiny_kg)] == [
         {"src": "CertificateExpired", "rel": "fixed_by", "dst": "RestartService", "in_kg": False}]
 
 
@@ -252,12 +256,14 @@ def test_try_endpoint_generates_with_the_runs_adapter_and_scores_it(fixture_run,
         assert out["question"]["question"] == q.question and out["question"]["answer_star"] == q.answer_star
         assert out["question"]["path"] == q.path_star.entities
         assert isinstance(out["completion"], str)
-        parsed, reward = RewardModel(tiny_kg, reward_config_from_meta(fixture_run.read_meta())).score(q, out["completion"])
+        scored = RewardModel(tiny_kg, reward_config_from_meta(fixture_run.read_meta())).score(q, out["completion"])
+        parsed, reward = scored.parsed, scored.reward
         assert out["parsed"] == parsed.model_dump(mode="json")
         expected = {k: v for k, v in reward.model_dump(mode="json").items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         assert out["reward"] == expected
         assert {"correctness", "path_coverage", "path_reward", "spam_penalty", "total"} <= set(out["reward"])
         assert out["correct"] == (parsed.answer == q.answer_star)
+        assert out["correct"] == scored.correct  # the reward's one verdict
         hops = [e["hop"] for e in out["question"]["graph"]["edges"] if e["hop"] is not None]
         assert sorted(hops) == [0, 1, 2]
         # the same question typed in the generator's wording

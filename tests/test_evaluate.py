@@ -145,7 +145,8 @@ def test_evaluate_writes_valid_episodes_and_metrics(tiny_model, tiny_kg, tmp_pat
     for ep, q in zip(episodes, questions):
         assert ep.prompt == q.prompt and ep.step == 0
         assert ep.hop_len == q.hop_len and ep.answer_star == q.answer_star and ep.kind == "eval"
-        parsed, rew = reward.score(q, ep.completion)
+        scored = reward.score(q, ep.completion)
+        parsed, rew = scored.parsed, scored.reward
         assert ep.parsed == parsed and ep.reward == rew  # stored scores are the reward model's
     metrics = run.read_metrics()
     assert metrics["timings"] == {"sft": 1.0}  # other sections kept

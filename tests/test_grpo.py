@@ -49,7 +49,7 @@ def test_weighted_components_sum_to_total(data, preset, tmp_path):
     columns = [f(prompts=[""] * len(ex_ids), completions=completions, ex_id=ex_ids) for f in funcs]
     for i, (ex_id, c) in enumerate(zip(ex_ids, completions)):
         q = next(q for q in qs if q.id == ex_id)
-        total = rm.score(q, c)[1].total
+        total = rm.score(q, c).reward.total
         assert sum(w * col[i] for w, col in zip(weights, columns)) == pytest.approx(total, abs=1e-9)
     # the batch was scored and logged once, not once per reward function
     assert len(run.read_episodes()) == len(completions)

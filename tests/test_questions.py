@@ -334,7 +334,8 @@ def test_reference_completions_score_perfectly_with_the_reward_parser(built):
                 # the TRACE is the reference chain with the answer's letter after its last entity
                 assert valid and answer == q.answer_star, (where, q.id)
                 assert trace == f"{q.ref.trace[:-1]} ({q.answer_star}).", (where, q.id)
-                parsed, reward = model.score(q, q.ref.completion)
+                scored = model.score(q, q.ref.completion)
+                parsed, reward = scored.parsed, scored.reward
                 comp = model.components(q, q.ref.completion)
                 assert parsed.path_entities == q.path_star.entities, (where, q.id, parsed.trace_entities)
                 assert reward.path_coverage == 1.0 and reward.correctness == 1.0 and reward.spam_penalty == 0.0

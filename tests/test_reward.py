@@ -124,7 +124,8 @@ def test_score_never_raises(tiny_kg, text):
     models = _MODELS.setdefault(id(tiny_kg), [RewardModel(tiny_kg, RewardConfig.preset_named(n)) for n in PRESET_NAMES])
     q = make_question(tiny_kg, ["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     for rm in models:
-        parsed, r = rm.score(q, text)
+        scored = rm.score(q, text)
+        parsed, r = scored.parsed, scored.reward
         if not parsed.valid_format:
             worst = rm.config.toy_wrong if rm.config.preset == "toy" else rm.config.paper_wrong
             assert r.total == worst and r.path_reward == 0.0
@@ -243,7 +244,8 @@ def toy(kg, name="toy"):
 
 
 def test_toy_correct_two_path_entities_is_positive(tiny_kg, q2):
-    parsed, r = toy(tiny_kg).score(q2, completion("TLS handshake error is caused by clock skew."))
+    scored = toy(tiny_kg).score(q2, completion("TLS handshake error is caused by clock skew."))
+    parsed, r = scored.parsed, scored.reward
     assert parsed.path_entities == ["TLSHandshakeError", "ClockSkew"]
     assert r.correctness == 1.0
     assert r.path_coverage == pytest.approx(2 / 3)
@@ -252,21 +254,21 @@ def test_toy_correct_two_path_entities_is_positive(tiny_kg, q2):
 
 
 def test_toy_correct_one_path_entity_is_about_one(tiny_kg, q2):
-    _, r = toy(tiny_kg).score(q2, completion("It is probably clock skew."))
+    r = toy(tiny_kg).score(q2, completion("It is probably clock skew.")).reward
     assert r.hits == 1 and r.path_reward == 0.0 and r.total == pytest.approx(1.0)
-    _, r = toy(tiny_kg).score(q2, completion("No idea."))
+    r = toy(tiny_kg).score(q2, completion("No idea.")).reward
     assert r.hits == 0 and r.total == pytest.approx(1.0)
 
 
 def test_toy_wrong_with_all_entities_is_negative(tiny_kg, q2):
-    _, r = toy(tiny_kg).score(q2, completion(TLS_TRACE, answer="A"))
+    r = toy(tiny_kg).score(q2, completion(TLS_TRACE, answer="A")).reward
     assert r.correctness == -2.0 and r.path_reward == 0.5
     assert r.total == pytest.approx(-1.5)
 
 
 def test_toy_spam_is_penalised(tiny_kg, q2):
-    honest = toy(tiny_kg).score(q2, completion(TLS_TRACE))[1]
-    spam = toy(tiny_kg).score(q2, completion("clock skew " * 6 + "TLS handshake error, sync clocks with NTP"))[1]
+    honest = toy(tiny_kg).score(q2, completion(TLS_TRACE)).reward
+    spam = toy(tiny_kg).score(q2, completion("clock skew " * 6 + "TLS handshake error, sync clocks with NTP")).reward
     assert spam.spam_penalty == 0.5 and spam.spammed
     assert spam.total == pytest.approx(1.0) and honest.total == pytest.approx(1.5)
     # the canonical trace names each middle entity exactly twice, which is not spam
@@ -274,7 +276,8 @@ def test_toy_spam_is_penalised(tiny_kg, q2):
 
 
 def test_toy_no_answer_line(tiny_kg, q2):
-    parsed, r = toy(tiny_kg).score(q2, "TRACE: " + TLS_TRACE)
+    scored = toy(tiny_kg).score(q2, "TRACE: " + TLS_TRACE)
+    parsed, r = scored.parsed, scored.reward
     assert not parsed.valid_format and parsed.answer is None
     assert r.total == -2.0 and r.path_reward == 0.0 and r.edge_reward == 0.0
     # the trace is still read, for the video
@@ -283,34 +286,34 @@ def test_toy_no_answer_line(tiny_kg, q2):
 
 def test_toy_edges_by_hand(tiny_kg, q2):
     rm = toy(tiny_kg, "toy+edges")
-    assert rm.score(q2, completion(TLS_TRACE))[1].total == pytest.approx(2.0)
-    half = rm.score(q2, completion("TLS handshake error is caused by clock skew; sync clocks with NTP."))[1]
+    assert rm.score(q2, completion(TLS_TRACE)).reward.total == pytest.approx(2.0)
+    half = rm.score(q2, completion("TLS handshake error is caused by clock skew; sync clocks with NTP.")).reward
     assert (half.edge_hits, half.false_edges, half.edge_reward) == (1, 0, pytest.approx(0.25))
     assert half.total == pytest.approx(1 + 0.5 + 0.25)
-    liar = rm.score(q2, completion("TLS handshake error is fixed by clock skew; clock skew is caused by sync clocks with NTP."))[1]
+    liar = rm.score(q2, completion("TLS handshake error is fixed by clock skew; clock skew is caused by sync clocks with NTP.")).reward
     assert (liar.edge_hits, liar.false_edges, liar.edge_reward) == (0, 2, pytest.approx(-0.5))
     assert liar.total == pytest.approx(1.0)
     # out-of-order gold edges earn one step, not two
-    swapped = rm.score(q2, completion("clock skew is fixed by sync clocks with NTP; TLS handshake error is caused by clock skew."))[1]
+    swapped = rm.score(q2, completion("clock skew is fixed by sync clocks with NTP; TLS handshake error is caused by clock skew.")).reward
     assert swapped.edge_hits == 1 and swapped.edge_reward == pytest.approx(0.25)
     # a true edge off the path is neutral but dilutes precision
-    extra = rm.score(q2, completion(TLS_TRACE + " clock skew is diagnosed by check the clock offset."))[1]
+    extra = rm.score(q2, completion(TLS_TRACE + " clock skew is diagnosed by check the clock offset.")).reward
     assert extra.false_edges == 0 and extra.edge_reward == pytest.approx(0.5 * 2 / 3)
     # the false-claim penalty is capped
     many = " ".join("sync clocks with NTP is caused by openssl." for _ in range(10))
-    assert rm.score(q2, completion(many))[1].edge_reward == pytest.approx(-1.0)
+    assert rm.score(q2, completion(many)).reward.edge_reward == pytest.approx(-1.0)
 
 
 def test_edge_reward_logged_but_not_added_without_edges(tiny_kg, q2):
-    _, r = toy(tiny_kg, "toy").score(q2, completion(TLS_TRACE))
+    r = toy(tiny_kg, "toy").score(q2, completion(TLS_TRACE)).reward
     assert r.edge_reward == pytest.approx(0.5) and r.total == pytest.approx(1.5)
 
 
 def test_correctness_only(tiny_kg, q2):
     rm = toy(tiny_kg, "correctness")
-    _, r = rm.score(q2, completion(TLS_TRACE))
+    r = rm.score(q2, completion(TLS_TRACE)).reward
     assert r.total == 1.0 and r.path_reward == 0.5 and r.edge_reward == pytest.approx(0.5)
-    assert rm.score(q2, completion(TLS_TRACE, "C"))[1].total == -2.0
+    assert rm.score(q2, completion(TLS_TRACE, "C")).reward.total == -2.0
 
 
 # ----------------------------------------------------------------- paper, by hand
@@ -327,45 +330,46 @@ def test_paper_path_tokens(tiny_kg, q2):
 
 
 def test_paper_full_trace(tiny_kg, q2):
-    _, r = paper(tiny_kg).score(q2, completion(TLS_TRACE))
+    r = paper(tiny_kg).score(q2, completion(TLS_TRACE)).reward
     assert r.correctness == 0.1 and r.path_coverage == 1.0
     assert r.path_reward == pytest.approx(1.5) and r.spam_penalty == 0.0
     assert r.repetition_factor == 1.0 and r.top_token_share == pytest.approx(2 / 17)
     assert r.total == pytest.approx(1.6)
-    assert paper(tiny_kg, "paper+edges").score(q2, completion(TLS_TRACE))[1].total == pytest.approx(2.1)
+    assert paper(tiny_kg, "paper+edges").score(q2, completion(TLS_TRACE)).reward.total == pytest.approx(2.1)
 
 
 def test_paper_partial_trace(tiny_kg, q2):
     # tokens: tls handshake error is caused by clock skew -> 5 of the 8 path tokens
-    _, r = paper(tiny_kg).score(q2, completion("TLS handshake error is caused by clock skew."))
+    r = paper(tiny_kg).score(q2, completion("TLS handshake error is caused by clock skew.")).reward
     assert r.path_coverage == pytest.approx(5 / 8)
     assert r.path_reward == pytest.approx(1.2 * 5 / 8 + 0.3)
     assert r.total == pytest.approx(0.1 + 1.05)
     # one entity: no hits bonus
-    _, r = paper(tiny_kg).score(q2, completion("It is clock skew."))
+    r = paper(tiny_kg).score(q2, completion("It is clock skew.")).reward
     assert r.hits == 1 and r.path_reward == pytest.approx(1.2 * 2 / 8)
 
 
 def test_paper_repetition_factor(tiny_kg, q2):
     # 21 tokens, "skew" 6 times in a row: top share 6/21 < 0.35, run 6 -> factor 1 - 0.05*3
     trace = "TLS handshake error is caused by clock skew skew skew skew skew skew which is fixed by sync clocks with NTP"
-    _, r = paper(tiny_kg).score(q2, completion(trace))
+    r = paper(tiny_kg).score(q2, completion(trace)).reward
     assert r.longest_repeat_run == 6 and r.top_token_share == pytest.approx(6 / 21)
     assert r.repetition_factor == pytest.approx(0.85)
     assert r.path_reward == pytest.approx(1.5) and r.spam_penalty == pytest.approx(1.5 * 0.15)
     assert r.total == pytest.approx(0.1 + 1.5 * 0.85)
     # 15 tokens, "ntp" 10 in a row: (1 - 3*(10/15 - 0.35)) * (1 - 0.05*(10 - 3))
-    _, r = paper(tiny_kg).score(q2, completion("ntp " * 10 + "TLS handshake error clock skew"))
+    r = paper(tiny_kg).score(q2, completion("ntp " * 10 + "TLS handshake error clock skew")).reward
     assert r.repetition_factor == pytest.approx((1 - 3 * (10 / 15 - 0.35)) * 0.65)
     # one token dominating: share 20/25 -> 1 - 3*0.45 < 0 -> factor 0, path reward gone
-    _, r = paper(tiny_kg).score(q2, completion("ntp " * 20 + "TLS handshake error clock skew"))
+    r = paper(tiny_kg).score(q2, completion("ntp " * 20 + "TLS handshake error clock skew")).reward
     assert r.repetition_factor == 0.0 and r.total == pytest.approx(0.1)
 
 
 def test_paper_wrong_and_invalid(tiny_kg, q2):
-    _, r = paper(tiny_kg).score(q2, completion(TLS_TRACE, "A"))
+    r = paper(tiny_kg).score(q2, completion(TLS_TRACE, "A")).reward
     assert r.total == pytest.approx(-1 + 1.5)
-    parsed, r = paper(tiny_kg).score(q2, "TRACE: " + TLS_TRACE + "\nANSWER: A or B")
+    scored = paper(tiny_kg).score(q2, "TRACE: " + TLS_TRACE + "\nANSWER: A or B")
+    parsed, r = scored.parsed, scored.reward
     assert not parsed.valid_format and r.total == -1.0 and r.path_reward == 0.0
 
 
@@ -384,7 +388,8 @@ def test_every_canonical_gold_trace_gets_full_credit(tiny_kg, name):
     for path in all_paths(tiny_kg):
         rels = [e.rel for e in path.edges]
         q = make_question(tiny_kg, path.entities, rels, qid=f"p{n}")
-        parsed, r = rm.score(q, completion(canonical_trace(tiny_kg, path.entities, rels)))
+        scored = rm.score(q, completion(canonical_trace(tiny_kg, path.entities, rels)))
+        parsed, r = scored.parsed, scored.reward
         assert parsed.valid_format and parsed.path_entities == path.entities
         assert r.path_coverage == 1.0, (path, r)
         assert (r.edge_hits, r.false_edges, r.claimed_edges) == (len(path.edges), 0, len(path.edges))
@@ -399,7 +404,7 @@ def test_components_match_breakdown_and_identity(tiny_kg, q2):
     for name in PRESET_NAMES:
         rm = RewardModel(tiny_kg, RewardConfig.preset_named(name))
         for text in texts:
-            _, r = rm.score(q2, text)
+            r = rm.score(q2, text).reward
             comp = rm.components(q2, text)
             assert r.model_dump() == comp
             expected = r.correctness
@@ -412,7 +417,7 @@ def test_score_many_and_component_fns(tiny_kg, q2):
     rm = RewardModel(tiny_kg, RewardConfig.preset_named("toy+edges"))
     texts = [completion(TLS_TRACE), completion(TLS_TRACE, "A")]
     out = rm.score_many([q2, q2], texts)
-    assert [r.total for _, r in out] == [2.0, -1.0]
+    assert [s.reward.total for s in out] == [2.0, -1.0]
     fn = rm.component_fn("edge_reward")
     assert fn.__name__ == "reward_edge_reward"
     assert [fn(q2, t) for t in texts] == [0.5, 0.5]
@@ -425,23 +430,24 @@ def test_score_many_and_component_fns(tiny_kg, q2):
 
 def test_question_cache_checks_the_path(tiny_kg, q2):
     rm = RewardModel(tiny_kg)
-    assert rm.score(q2, completion(TLS_TRACE))[1].path_coverage == 1.0
+    assert rm.score(q2, completion(TLS_TRACE)).reward.path_coverage == 1.0
     # same id, different gold path (a file that reuses ids): must not reuse stale data
     other = make_question(tiny_kg, ["ServiceDown", "RestartService"], ["fixed_by"])
     assert other.id == q2.id
-    assert rm.score(other, completion(TLS_TRACE))[1].path_coverage == 0.0
+    assert rm.score(other, completion(TLS_TRACE)).reward.path_coverage == 0.0
 
 
 # ------------------------------------------------- fast paths against exact references
 
 import random as _random  # noqa: E402
 
+from library import answer_format as _format  # noqa: E402
 from library import reward as _reward  # noqa: E402
 
 
 def _reference_parse(text: str) -> tuple[str, str | None, bool]:
     """parse_completion as first written: the ``^``-anchored keyword regex."""
-    parts = _reward._KEYWORD_RE.split(text)
+    parts = _format._KEYWORD_RE.split(text)
     trace, letters, bad = None, [], False
     for i in range(1, len(parts), 2):
         body = parts[i + 1]
@@ -449,7 +455,7 @@ def _reference_parse(text: str) -> tuple[str, str | None, bool]:
             trace = body.strip() if trace is None else trace
             continue
         eol = body.find("\n")
-        letter = _reward._answer_letter(body if eol < 0 else body[:eol])
+        letter = _format._answer_letter(body if eol < 0 else body[:eol])
         bad, letters = (True, letters) if letter is None else (bad, letters + [letter])
     answer = letters[0] if letters and not bad and letters.count(letters[0]) == len(letters) else None
     if trace is None:
@@ -507,34 +513,24 @@ def test_tokens_fast_path_matches_regex():
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
-def test_fast_scanner_matches_exact_scanner(odd_kg, name):
-    """The code-string scanner (RewardModel's fast path) against the match-by-match
-    scanner on random texts: every component, entity list and claim count identical."""
-    fast = RewardModel(odd_kg, RewardConfig.preset_named(name))
-    exact = RewardModel(odd_kg, RewardConfig.preset_named(name))
-    assert fast._fast is not None
-    exact._fast = None
-    exact._questions.clear()
+def test_scored_claims_are_the_extracted_claims(odd_kg, name):
+    """One scanner: on random texts the claims ``score`` stores are exactly
+    ``extract_claims``'s, judged against the KG and the gold path, and the breakdown's claim
+    counts and every component agree with them and with ``components``."""
+    rm = RewardModel(odd_kg, RewardConfig.preset_named(name))
     q = make_question(odd_kg, ["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
+    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
     rng = _random.Random(name)
-    n_fast = 0
+    n_claims = 0
     for _ in range(1500):
         text = f"TRACE: {_random_trace(odd_kg, rng)}\nANSWER: {rng.choice('ABCD')}"
-        pf, rf = fast.score(q, text)
-        pe, re_ = exact.score(q, text)
-        assert (pf.model_dump(), rf.model_dump()) == (pe.model_dump(), re_.model_dump()), repr(text)
-        n_fast += fast._fast.codes(pf.trace_text.lower()) is not None
-    assert n_fast > 1000  # the fast path was really taken, not the fallback
-
-
-def test_fast_scanner_claims_match_extract_claims(odd_kg):
-    scanner = _reward._FastScanner(EntityMatcher(odd_kg).table, RelationMatcher(odd_kg).table)
-    of = {v: k for k, v in scanner.rel_code.items()}
-    rng = _random.Random(5)
-    for _ in range(1500):
-        trace = _random_trace(odd_kg, rng)
-        coded = scanner.codes(trace.lower())
-        if coded is None:
-            continue
-        claims = [(scanner.ent_of[s], of[ro[0]], scanner.ent_of[ro[1]]) for s, ro in scanner.claims_re.findall(coded[0])]
-        assert claims == extract_claims(odd_kg, trace), repr(trace)
+        s = rm.score(q, text)
+        claims = [(c.src, c.rel, c.dst) for c in s.parsed.claims]
+        assert claims == extract_claims(odd_kg, s.parsed.trace_text), repr(text)
+        assert all(c.in_kg == odd_kg.has_edge(c.src, c.rel, c.dst) for c in s.parsed.claims)
+        assert all(c.on_gold_path == ((c.src, c.rel, c.dst) in gold) for c in s.parsed.claims)
+        assert s.reward.claimed_edges == len(claims)
+        assert s.reward.false_edges == sum(not c.in_kg for c in s.parsed.claims)
+        assert s.reward.model_dump() == rm.components(q, text), repr(text)
+        n_claims += len(claims)
+    assert n_claims > 500  # the random texts really make claims

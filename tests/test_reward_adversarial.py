@@ -162,8 +162,8 @@ def test_no_attack_outranks_honest(models, preset, attack, path_name):
     ents, rels = PATHS[path_name]
     q = make_question(rm.kg, ents, rels, answer="C", qid=path_name)
     build, strict = ATTACKS[attack]
-    honest = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}")[1].total
-    hacked = rm.score(q, build(rm.kg, q))[1].total
+    honest = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}").reward.total
+    hacked = rm.score(q, build(rm.kg, q)).reward.total
     assert hacked <= honest + 1e-9, f"{attack} scored {hacked} > honest {honest} under {preset}"
     cfg = rm.config
     if strict and cfg.edge_verified and not cfg.correctness_only and (strict is True or cfg.preset == strict):
@@ -177,8 +177,8 @@ def test_false_chain_scores_worse_than_true_chain(models, preset):
     rm = models[preset]
     for path_name, (ents, rels) in sorted(PATHS.items()):
         q = make_question(rm.kg, ents, rels, qid=path_name)
-        true = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}")[1]
-        false = rm.score(q, f"TRACE: {false_chain(rm.kg, q)}\nANSWER: {q.answer_star}")[1]
+        true = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}").reward
+        false = rm.score(q, f"TRACE: {false_chain(rm.kg, q)}\nANSWER: {q.answer_star}").reward
         assert true.path_coverage == false.path_coverage == 1.0
         assert false.false_edges == len(rels) and false.edge_hits == 0
         assert true.total - false.total >= 0.5 + 0.25 * min(len(rels), 4) - 1e-9
@@ -191,7 +191,7 @@ def test_without_edges_the_false_chain_ties(models, preset):
     rm = models[preset]
     ents, rels = PATHS["2hop"]
     q = make_question(rm.kg, ents, rels)
-    true = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}")[1]
-    false = rm.score(q, f"TRACE: {false_chain(rm.kg, q)}\nANSWER: {q.answer_star}")[1]
+    true = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}").reward
+    false = rm.score(q, f"TRACE: {false_chain(rm.kg, q)}\nANSWER: {q.answer_star}").reward
     assert false.total == pytest.approx(true.total)
     assert false.edge_reward < 0 < true.edge_reward  # measured and logged even so

@@ -59,10 +59,10 @@ def test_best_correct_sample_wins_and_wrong_prompts_are_dropped(data):
     episodes, winners = score_and_select([q1, q2], samples, rm)
     assert len(episodes) == 7
     assert winners == [(q1, q1.ref.completion)]
-    selected = [e for e in episodes if e["selected"]]
-    assert [(e["ex_id"], e["sample_idx"]) for e in selected] == [(q1.id, 2)]
-    assert [e["sample_idx"] for e in episodes if e["ex_id"] == q2.id] == [0, 1, 2]
-    assert all(e["phase"] == "rsft" and e["kind"] == "rollout" and e["split"] == "train" for e in episodes)
+    selected = [e for e in episodes if e.selected]
+    assert [(e.ex_id, e.sample_idx) for e in selected] == [(q1.id, 2)]
+    assert [e.sample_idx for e in episodes if e.ex_id == q2.id] == [0, 1, 2]
+    assert all(e.phase == "rsft" and e.kind == "rollout" and e.split == "train" for e in episodes)
 
 
 def test_rank_key_tie_breaks():
@@ -79,6 +79,9 @@ def test_rank_key_tie_breaks():
 def test_clean_completion_cuts_after_answer():
     assert clean_completion("TRACE: x.\nANSWER: B\nTRACE: again") == "TRACE: x.\nANSWER: B"
     assert clean_completion("no answer here") == "no answer here"
+    # every ANSWER form the reward accepts is cut alike
+    assert clean_completion("**TRACE:** x.\n**ANSWER:** B\nmore") == "**TRACE:** x.\n**ANSWER:** B"
+    assert clean_completion("trace: x.\n answer : c) sync\nANSWER: D") == "trace: x.\n answer : c) sync"
 
 
 def test_select_prompts_distribution(data):

@@ -12,13 +12,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from library.config import LoraSettings, SFTSettings  # noqa: E402
+from library.answer_format import reference_completion  # noqa: E402
 from library.model import format_example, load_model  # noqa: E402
 from library.sft import (  # noqa: E402
     build_sft_trainer,
     last_checkpoint,
     load_adapter,
     question_rows,
-    reference_completion,
     sft_rows,
     train_lora,
     trainable_report,

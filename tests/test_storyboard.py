@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from library.errors import DataFileError
-from scenes.resolve import RunData, parse_claims, resolve_shots
+from library.reward import extract_claims
+from scenes.resolve import RunData, resolve_shots
 from scenes.storyboard import load_storyboard, loads_storyboard, render_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,7 @@ def test_kg_path_marks_wrong_claims(run_with_kg):
 
 
 def test_parse_claims_reads_the_trace_format(tiny_kg):
-    claims = parse_claims("NTP drift leads to TLS handshake error; TLS handshake error is caused by clock skew.", tiny_kg)
+    claims = extract_claims(tiny_kg, "NTP drift leads to TLS handshake error; TLS handshake error is caused by clock skew.")
     assert claims == [("NTPDrift", "leads_to", "TLSHandshakeError"), ("TLSHandshakeError", "caused_by", "ClockSkew")]
 
 

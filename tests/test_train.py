@@ -20,7 +20,8 @@ from library.config import ConfigError, load_config
 from library.contracts import Question
 from library.jsonl import write_jsonl_atomic
 from library.kg import KnowledgeGraph
-from library.questions import reference_completion, reference_trace, render_prompt, shuffle_question
+from library.answer_format import render_completion, tag_answer
+from library.questions import reference_trace, render_prompt, shuffle_question
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
@@ -60,7 +61,7 @@ def _question(kg: KnowledgeGraph, path, split: str, qid: str, rng: random.Random
     text = f"Start at {kg.label(path.entities[0])}. Follow {len(path.edges)} relations. ({len(path.edges)} steps)"
     return Question(id=qid, split=split, hop_len=len(path.edges), question=text, options=options, answer_star=letter,
                     path_star=path, prompt=render_prompt(text, options),
-                    ref={"trace": trace, "completion": reference_completion(trace, letter)},
+                    ref={"trace": trace, "completion": render_completion(tag_answer(trace, letter), letter)},
                     meta={"option_ids": dict(zip("ABCD", order)), "start": path.entities[0],
                           "chain": [e.rel for e in path.edges]})
 

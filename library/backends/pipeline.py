@@ -347,7 +347,7 @@ class _MlxRun(_BackendRun):
             M.mlx_to_peft(self._mlx_dir("grpo"), adapter_dir, base_model=cfg.model)
             episodes = list(self.run_handle.iter_episodes(phase="grpo"))
             return {"steps": s.max_steps, "n_prompts": len(sel.grpo_pool),
-                    "n_episodes": sum(1 for ep in episodes if getattr(ep, "kind", None) == "rollout"),
+                    "n_episodes": sum(1 for ep in episodes if ep.kind == "rollout"),
                     "curve": curve_from_episodes(episodes, log_curve), "seconds": round(time.perf_counter() - t0, 2),
                     "reward_to_unit_bounds": list(M.reward_bounds(_reward_config(s.reward_preset)))}
         raise ValueError(phase)
@@ -368,22 +368,20 @@ class _MlxRun(_BackendRun):
         t0 = time.perf_counter()
         reused = done.exists()
         if reused:
-            episodes = [ep.model_dump(mode="json") for ep in run.iter_episodes(phase="rsft")
-                        if getattr(ep, "kind", None) == ROLLOUT_KIND]
-            winners = [(by_id[ep["ex_id"]], ep["completion"]) for ep in episodes if ep.get("selected")]
+            episodes = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
+            winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
         else:
             run.drop_episodes("rsft")
             completions = M.sample_mlx(self.model_path, self._mlx_dir("sft"), [q.prompt for q in questions],
                                        k=s.k_samples, temperature=s.temperature, top_p=s.top_p,
                                        max_tokens=s.max_new_tokens, seed=cfg.seed)
             reward = RewardModel(self.data.kg, _reward_config(s.reward_preset))
-            episodes, winners = M.select_rsft_winners(questions, completions, reward, forbidden_ids=sel.forbidden_ids)
-            for ep in episodes:
-                ep["backend"] = "mlx"
+            episodes, winners = M.select_rsft_winners(questions, completions, reward, forbidden_ids=sel.forbidden_ids,
+                                                      backend="mlx")
             run.append_episodes(episodes)
             done.write_text(f"{len(episodes)}\n", encoding="utf-8")
         t_sample = time.perf_counter() - t0
-        n_correct = sum(1 for ep in episodes if ep["parsed"]["valid_format"] and ep["parsed"]["answer"] == ep["answer_star"])
+        n_correct = sum(1 for ep in episodes if ep.correct)
         info: dict[str, Any] = {
             "n_prompts": len(questions), "n_samples": len(episodes), "n_winners": len(winners),
             "n_dropped_wrong": len(questions) - len(winners), "winner_ids": [q.id for q, _ in winners],

@@ -6,8 +6,9 @@ The site is one ``index.html`` (a jinja2 template) plus ``static/app.js`` and
 
 Everything the page shows is computed here from the run logs and the KG: per question the
 subgraph around its gold path with a small layered layout, per episode the entity mentions
-in the completion and the edges its TRACE claims (checked against the KG), per run the
-headline metrics, accuracy by hop and the training curves with 95% intervals.
+in the completion, per run the headline metrics, accuracy by hop and the training curves
+with 95% intervals. An episode's verdict (``correct``) and the edges its TRACE claims are
+the ones the reward stored when it scored the episode; the page never parses a completion.
 
 No torch, no manim: this module only reads JSON through :mod:`library.runs`.
 
@@ -26,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from library.contracts import BLANK_TAG_RE, PHASES, Question
+from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.jsonl import atomic_write_text, iter_jsonl
 from library.evaluate import wilson_interval
 from library.kg import KnowledgeGraph, load_kg
+from library.reward import stored_claims
 from library.runs import EPISODES, META, RunDir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -76,51 +78,13 @@ def span_entities(kg: KnowledgeGraph, text: str) -> list[list[Any]]:
     return sorted(spans)
 
 
-def trace_line(completion: str) -> tuple[int, str]:
-    """Offset and text of the TRACE line's content (after ``TRACE:``), or (0, "") if absent."""
-    m = re.search(r"TRACE:[ \t]*(.*)", completion)
-    return (m.start(1), m.group(1)) if m else (0, "")
+def page_claims(claims: Iterable[Claim]) -> list[dict[str, Any]]:
+    """Claims as the page draws them (``on_path``: an edge of the question's gold path).
 
-
-def _reward_scanner(kg: KnowledgeGraph):
-    """``trace -> [(src, rel, dst)]`` from library.reward's trace scanner (compiled once per
-    KG), or None if that module offers no scanner."""
-    if hasattr(kg, "_demo_scanner"):
-        return kg._demo_scanner
-    try:
-        from library.reward import EntityMatcher, RelationMatcher, _TraceScanner
-
-        scanner = _TraceScanner(EntityMatcher(kg), RelationMatcher(kg))
-        fn = lambda trace: scanner.scan(trace.lower())[1]  # noqa: E731
-    except (ImportError, TypeError, AttributeError):
-        fn = None
-    kg._demo_scanner = fn  # type: ignore[attr-defined]
-    return fn
-
-
-def claimed_edges(kg: KnowledgeGraph, trace: str) -> list[dict[str, Any]]:
-    """The ``X <relation> Y`` claims in a trace (docs/CONTRACTS.md trace format), each checked
-    against the KG. A claim is two consecutive entity mentions in one clause with exactly a
-    relation label between them.
-
-    >>> claimed_edges(_toy_kg(), "a is caused by b; b is fixed by a.")
-    [{'src': 'A', 'rel': 'caused_by', 'dst': 'B', 'in_kg': True}, {'src': 'B', 'rel': 'fixed_by', 'dst': 'A', 'in_kg': False}]
+    >>> page_claims([Claim(src="A", rel="caused_by", dst="B", in_kg=True, on_gold_path=False)])
+    [{'src': 'A', 'rel': 'caused_by', 'dst': 'B', 'in_kg': True, 'on_path': False}]
     """
-    trace = BLANK_TAG_RE.sub("", trace)  # blank tags are bookkeeping, not claims
-    scan = _reward_scanner(kg)
-    if scan is not None:  # the reward's own reader, so the page shows exactly what was scored
-        return [{"src": a, "rel": r, "dst": b, "in_kg": kg.has_edge(a, r, b)} for a, r, b in scan(trace)]
-    rel_by_label = {r.label.casefold(): r.id for r in kg.relations.values()}
-    rel_by_label.update({r.id.casefold(): r.id for r in kg.relations.values()})
-    out = []
-    for clause in re.split(r";|\.(?:\s|$)", trace):
-        spans = span_entities(kg, clause)
-        for (s1, e1, a), (s2, _e2, b) in zip(spans, spans[1:]):
-            between = " ".join(clause[e1:s2].split()).casefold()
-            rel = rel_by_label.get(between)
-            if rel is not None:
-                out.append({"src": a, "rel": rel, "dst": b, "in_kg": kg.has_edge(a, rel, b)})
-    return out
+    return [{"src": c.src, "rel": c.rel, "dst": c.dst, "in_kg": c.in_kg, "on_path": c.on_gold_path} for c in claims]
 
 
 # ----------------------------------------------------------------------------- graph layout
@@ -218,13 +182,14 @@ def mean_ci(values: list[float], z: float = 1.96) -> tuple[float, list[float]]:
     return m, [m - half, m + half]
 
 
-def step_curves(episodes: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Per training phase: accuracy (Wilson CI) and mean reward (normal CI) by step,
-    from the training episodes (step > 0), binned to at most MAX_CURVE_POINTS points."""
-    by_phase: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+def step_curves(episodes: Iterable[Episode]) -> dict[str, list[dict[str, Any]]]:
+    """Per training phase: accuracy (Wilson CI) and mean reward (normal CI) by step, from the
+    training rollouts, binned to at most MAX_CURVE_POINTS points. RSFT samples all come
+    before its training (step 0), so they draw no curve."""
+    by_phase: dict[str, dict[int, list[Episode]]] = defaultdict(lambda: defaultdict(list))
     for ep in episodes:
-        if ep["step"] > 0 and ep["split"] != "eval":
-            by_phase[ep["phase"]][ep["step"]].append(ep)
+        if ep.kind == "rollout" and ep.step > 0:
+            by_phase[ep.phase][ep.step].append(ep)
     out: dict[str, list[dict[str, Any]]] = {}
     for phase, steps in by_phase.items():
         ordered = sorted(steps)
@@ -233,8 +198,8 @@ def step_curves(episodes: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
         for i in range(0, len(ordered), bin_size):
             chunk = ordered[i:i + bin_size]
             eps = [e for s in chunk for e in steps[s]]
-            k = sum(bool(e["correct"]) for e in eps)
-            m, ci = mean_ci([float(e["reward"]["total"]) for e in eps])
+            k = sum(bool(e.correct) for e in eps)
+            m, ci = mean_ci([float(e.reward.total) for e in eps])
             points.append({"step": chunk[-1], "n": len(eps), "accuracy": k / len(eps), "accuracy_ci": wilson(k, len(eps)),
                            "reward_total": round(m, 6), "reward_ci": [round(ci[0], 6), round(ci[1], 6)]})
         out[phase] = points
@@ -335,32 +300,26 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
     if not isinstance(metrics, dict):
         raise DataFileError(run.path / "metrics.json", "metrics.json must be a JSON object")
     kg = _kg_for_run(run, meta, default_kg, kg_cache)
-    raw = [ep.model_dump(mode="json") for ep in run.iter_episodes()]
-    if not raw and not metrics:
+    typed = list(run.iter_episodes())
+    if not typed and not metrics:
         raise DataFileError(run.path, "run has neither episodes nor metrics")
-    questions = load_questions(_question_sources(run, meta, data_dir), {e["ex_id"] for e in raw})
+    questions = load_questions(_question_sources(run, meta, data_dir), {e.ex_id for e in typed})
 
     episodes = []
-    for i, ep in enumerate(raw):
-        q = questions.get(ep["ex_id"])
-        completion = ep["completion"]
-        offset, trace = trace_line(completion)
-        claims = claimed_edges(kg, trace)
-        for c in claims:
-            c["on_path"] = q is not None and any((e.src, e.rel, e.dst) == (c["src"], c["rel"], c["dst"])
-                                                 for e in q.path_star.edges)
-        answer_star = ep.get("answer_star") or (q.answer_star if q else None)
-        parsed = ep["parsed"]
-        reward = {k: v for k, v in ep["reward"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for i, ep in enumerate(typed):
+        q = questions.get(ep.ex_id)
+        reward = ep.reward.model_dump(mode="json")
         episodes.append({
-            "i": i, "phase": ep["phase"], "step": ep["step"], "split": ep["split"], "ex_id": ep["ex_id"],
-            "hop_len": ep.get("hop_len") or (q.hop_len if q else None), "answer_star": answer_star,
-            "sample_idx": ep.get("sample_idx"), "completion": completion,
-            "spans": span_entities(kg, completion), "trace_offset": offset,
-            "parsed": parsed, "reward": reward,
-            "reward_labels": {k: v for k, v in ep["reward"].items() if isinstance(v, str)},
-            "correct": parsed.get("answer") is not None and parsed.get("answer") == answer_star,
-            "claims": claims,
+            "i": i, "phase": ep.phase, "step": ep.step, "split": ep.split, "ex_id": ep.ex_id, "kind": ep.kind,
+            "hop_len": ep.hop_len or (q.hop_len if q else None),
+            "answer_star": ep.answer_star or (q.answer_star if q else None),
+            "sample_idx": ep.sample_idx, "completion": ep.completion,
+            "spans": span_entities(kg, ep.completion),
+            "parsed": ep.parsed.model_dump(mode="json"),
+            "reward": {k: v for k, v in reward.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            "reward_labels": {k: v for k, v in reward.items() if isinstance(v, str)},
+            "correct": ep.correct,
+            "claims": page_claims(stored_claims(ep.parsed, kg, q.path_star.edges if q else ())),
         })
 
     groups: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
@@ -400,7 +359,7 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
     return {
         "run_id": run.run_id, "path": str(run.path), "meta": meta, "headline": _headline(metrics),
         "metrics": {k: v for k, v in metrics.items()},
-        "step_curves": step_curves(episodes), "episodes": player, "questions": qdata,
+        "step_curves": step_curves(typed), "episodes": player, "questions": qdata,
         "entities": entities, "relations": relations,
         "missing_questions": missing_q[:20], "n_missing_questions": len(missing_q),
         "n_episodes": len(episodes), "kg": {"source": kg.source, "version": kg.version},

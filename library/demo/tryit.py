@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from library.contracts import BLANK_TAG_RE, Question
-from library.demo.site import claimed_edges, gold_path_layout, span_entities
+from library.demo.site import gold_path_layout, page_claims, span_entities
 from library.kg import KnowledgeGraph, load_kg
 from library.runs import RunDir
 
@@ -258,27 +258,24 @@ class TryIt:
         return self.describe(q, completion, seconds=time.perf_counter() - t0)
 
     def describe(self, q: Question, completion: str, seconds: float = 0.0) -> dict[str, Any]:
-        parsed, reward = self.reward_model().score(q, completion)
+        scored = self.reward_model().score(q, completion)
         kg = self.kg
-        gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
-        claims = claimed_edges(kg, parsed.trace_text)
-        for c in claims:
-            c["on_path"] = (c["src"], c["rel"], c["dst"]) in gold
+        claims = page_claims(scored.parsed.claims or [])
         spans = span_entities(kg, completion)
         false = [c for c in claims if not c["in_kg"]]
         graph = gold_path_layout(kg, q, extra=[x for c in false for x in (c["src"], c["dst"])] + [s[2] for s in spans],
                                  extra_edges=false)
         ents = {n["id"] for n in graph["nodes"]} | {s[2] for s in spans} | {x for c in claims for x in (c["src"], c["dst"])}
-        reward_json = reward.model_dump(mode="json")
+        reward_json = scored.reward.model_dump(mode="json")
         return {
             "question": {"id": q.id, "question": q.question, "options": q.options, "answer_star": q.answer_star,
                          "hop_len": q.hop_len, "path": q.path_star.entities,
                          "path_edges": [e.model_dump() for e in q.path_star.edges], "graph": graph, "prompt": q.prompt},
             "completion": completion,
-            "parsed": parsed.model_dump(mode="json"),
+            "parsed": scored.parsed.model_dump(mode="json"),
             "reward": {k: v for k, v in reward_json.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             "reward_labels": {k: v for k, v in reward_json.items() if isinstance(v, str)},
-            "correct": parsed.answer is not None and parsed.answer == q.answer_star,
+            "correct": scored.correct,
             "spans": spans, "claims": claims,
             "entities": {e: {"label": kg.label(e), "type": kg.type_of(e)} for e in sorted(ents)},
             "relations": {r.id: r.label for r in kg.relations.values()},
