@@ -275,6 +275,32 @@ def load_model(spec: str = "embedded", *, cache_dir: str | Path = DEFAULT_CACHE_
     return model, tokenizer
 
 
+TINY_CACHE_NAME = "tiny-random-llama"
+
+
+def model_source(spec: str, *, cache_dir: str | Path | None = None) -> str:
+    """A folder (or hub id) that non-transformers loaders (mlx-lm, Unsloth) can read for ``spec``.
+
+    ``embedded``: the dequantized fp32 folder (built once by :func:`convert_embedded`);
+    ``tiny``: the seeded tiny model saved once to ``<cache>/tiny-random-llama``; a local folder or
+    a hub id is passed through.
+    """
+    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    resolved = resolve_model_spec(spec, cache_dir=cache)
+    if resolved.kind == "embedded":
+        return str(convert_embedded(cache))
+    if resolved.kind == "tiny":
+        target = cache / TINY_CACHE_NAME
+        if not (target / "config.json").exists():
+            tokenizer = load_tokenizer("tiny", cache_dir=cache)
+            model = build_tiny_model(tokenizer)
+            target.mkdir(parents=True, exist_ok=True)
+            tokenizer.save_pretrained(target)
+            model.save_pretrained(target)  # config.json last-ish: its presence marks a full save
+        return str(target)
+    return str(resolved.path) if resolved.path is not None else resolved.name
+
+
 # ------------------------------------------------------------------------------ formatting
 def _messages(user_text: str, system: str | None) -> list[dict[str, str]]:
     messages = [] if system is None else [{"role": "system", "content": system}]

@@ -1,8 +1,12 @@
 """Orchestration: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
 
-``run_training(config, run_dir)`` is what ``kgr train`` calls. The run folder gets:
+``run_training(config, run_dir, backend=...)`` is what ``kgr train`` calls (through
+``library.backends.pipeline``, which picks the backend). This is the one phase loop of every
+backend: a backend (``library.backends.phases``) only trains a phase and gives the model its
+evaluation generates with; resume checks, episode bookkeeping, evaluation and metrics are here.
+The run folder gets:
 
-- ``meta.json``: every setting (the whole TrainConfig), seed, data sha256 hashes, library and
+- ``meta.json``: every setting (the whole TrainConfig), the backend, seed, data sha256 hashes, library and
   package versions, platform, model info, reward configs, which questions each phase may use
   (the GRPO pool ids, counts), and ``phases_completed`` (resume state).
 - ``metrics.json``: per split and phase (``eval``, ``eval_shuffled``, ``train_sample``), curves
@@ -303,8 +307,34 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
     return blocks
 
 
-# ----------------------------------------------------------------------------- the run
-def _drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
+# ----------------------------------------------------------------------------- resume bookkeeping
+def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, base_info: dict[str, Any],
+              backend: Any, *, fresh: bool) -> dict[str, Any]:
+    """meta.json for this process: written new for a fresh run; for a resumed one, checked to
+    come from the same backend, settings and data (else ResumeError) and marked running again."""
+    if fresh:
+        meta = build_meta(config, run, data, selection, base_info)
+        meta["backend"] = backend.name
+        if backend.options():
+            meta["backend_options"] = backend.options()
+        run.write_meta(meta)
+        return meta
+    meta = run.read_meta()
+    if meta.get("backend", "torch") != backend.name:  # runs from before the tag were torch runs
+        raise ResumeError(f"{run.path} was trained with backend {meta.get('backend', 'torch')!r}, not {backend.name!r}")
+    if meta.get("config") != config.to_meta():
+        raise ResumeError(f"{run.path} was started with different settings; resume needs the same profile and model")
+    if meta.get("data") != data.hashes:
+        raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
+    if meta.get("status") != "complete":  # resuming a finished run changes nothing
+        meta["status"] = "running"
+        meta.setdefault("backend", backend.name)
+        meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        run.write_meta(meta)
+    return meta
+
+
+def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
     """Cut what an unfinished phase logged before redoing it.
 
     Rollouts: RSFT and GRPO decide themselves which of theirs a checkpoint still covers, so
@@ -326,37 +356,41 @@ def _drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_e
     return filter_episodes(run, keep)
 
 
-def _trained(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
+def trained_marker(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
+    """The training record of a phase whose training finished (its eval may not have), else None."""
     marker = ckpt_dir / TRAINED_MARKER
     if marker.exists() and (adapter_dir / "adapter_config.json").exists():
         return json.loads(marker.read_text(encoding="utf-8"))
     return None
 
 
-def _mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
+def mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
     from library.jsonl import atomic_write_json
 
     atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
 
 
-def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
+# ----------------------------------------------------------------------------- the run
+def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = None, resume: bool = False,
                  console: Console | None = None, stop_after: str | None = None) -> RunDir:
     """Run (or resume) every phase of ``config`` into ``run_dir``; return the RunDir.
 
+    ``backend``: a ``library.backends.phases.PhaseBackend`` (default: the torch backend); it
+    trains each phase and gives the model each phase's evaluation uses; everything else is here.
     ``stop_after`` ends the run after that phase completes (tests use it to simulate a kill
     between phases; a real kill mid-phase is handled by the checkpoints).
     """
     import torch
     from transformers import set_seed
 
-    from library.grpo import run_grpo
+    from library.backends.phases import RunContext
+    from library.backends.torch_phases import TorchBackend
     from library.model import load_model, model_info
     from library.reward import RewardConfig, RewardModel
-    from library.rsft import run_rsft
-    from library.sft import add_lora, load_adapter, load_full_model, run_sft
 
+    backend = backend if backend is not None else TorchBackend()
     console = console or Console(stderr=True)
-    if config.threads:
+    if config.threads:  # evaluation is torch on every backend
         torch.set_num_threads(config.threads)
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
@@ -368,35 +402,54 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
     t_start = time.perf_counter()
     data = load_data(config)
     selection = make_selection(config, data)
-    model, tokenizer = load_model(config.model)
-    base_info = model_info(model)
-
-    if fresh:
-        meta = build_meta(config, run, data, selection, base_info)
-        run.write_meta(meta)
-    else:
-        meta = run.read_meta()
-        if meta.get("config") != config.to_meta():
-            raise ResumeError(f"{run_dir} was started with different settings; resume needs the same profile and model")
-        if meta.get("data") != data.hashes:
-            raise ResumeError(f"the data files changed since {run_dir} was started (sha256 differs)")
-        if meta.get("status") != "complete":  # resuming a finished run changes nothing
-            meta["status"] = "running"
-            meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-            run.write_meta(meta)
+    base, tokenizer = load_model(config.model, device=backend.eval_device)
+    meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh)
     completed: list[str] = list(meta.get("phases_completed", []))
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
         metrics.setdefault(key, {})
 
     eval_reward = RewardModel(data.kg, RewardConfig.preset_named(config.eval.reward_preset))
-    ckpt_root, adapter_root = run_dir / "checkpoints", run_dir / "adapters"
-    console.print(f"[bold]kgr train[/] profile={config.profile} model={config.model} run={run_dir} "
-                  f"phases={' -> '.join(config.phases())}"
+    backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
+                             console=console), base)
+    console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
+                  f"run={run_dir} phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
 
-    def finish_phase(phase: str, blocks: dict[str, dict[str, Any]]) -> None:
-        nonlocal did_work
+    did_work = False
+    for phase in config.phases():
+        if phase in completed:
+            continue
+        console.rule(f"[bold]{phase}")
+        set_seed(config.seed)
+        ckpt_dir, adapter_dir = run_dir / "checkpoints" / phase, run_dir / "adapters" / phase
+        t0 = time.perf_counter()
+        if phase == "base":
+            drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
+        else:
+            info = trained_marker(ckpt_dir, adapter_dir)
+            drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
+                                keep_eval=info is not None)
+            if info is not None:
+                console.print(f"  training of {phase} already finished; re-running its eval only")
+            else:
+                ckpt_dir.mkdir(parents=True, exist_ok=True)
+                info = backend.train_phase(phase, ckpt_dir, adapter_dir)
+                info["backend"] = backend.name
+                info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
+                mark_trained(ckpt_dir, info)
+                metrics["curves"][phase] = info.get("curve", [])
+                metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
+                metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
+                                                             if k not in ("curve", "ex_ids", "winner_ids")}
+                console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
+
+        t1 = time.perf_counter()
+        with backend.eval_model(phase, adapter_dir) as phase_model:
+            phase_model.eval()
+            blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
+        metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
+        # Only now, with its training and its eval done, is the phase listed as completed.
         did_work = True
         for key, block in blocks.items():
             metrics.setdefault(key, {})[phase] = block
@@ -406,99 +459,13 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
         completed.append(phase)
         meta["phases_completed"] = list(completed)
         run.write_meta(meta)
-
-    did_work = False
-    base = model
-    # With full-fine-tuning SFT, the SFT model (not the original) is what RSFT/GRPO put their
-    # LoRA adapters on; ``rl_base`` loads it once when a resumed run starts after SFT.
-    sft_full = config.sft.method == "full"
-    base_is_sft = False
-
-    def rl_base():
-        nonlocal base, base_is_sft
-        if sft_full and not base_is_sft:
-            base, base_is_sft = load_full_model(adapter_root / "sft"), True
-        return base
-
-    def rl_start(init_from: str):
-        """The trainable policy an RL phase starts from: the saved result of ``init_from``."""
-        if sft_full and init_from == "sft":
-            return add_lora(rl_base(), config.sft.lora)
-        return load_adapter(rl_base(), adapter_root / init_from, trainable=True)
-
-    for phase in config.phases():
-        if phase in completed:
-            continue
-        console.rule(f"[bold]{phase}")
-        set_seed(config.seed)
-        ckpt_dir, adapter_dir = ckpt_root / phase, adapter_root / phase
-        phase_model = base
-        t0 = time.perf_counter()
-        if phase == "base":
-            _drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
-        else:
-            info = _trained(ckpt_dir, adapter_dir)
-            _drop_phase_episodes(run, phase, keep_rollouts=phase in ("rsft", "grpo"), keep_eval=info is not None)
-            if info is not None:
-                console.print(f"  training of {phase} already finished; re-running its eval only")
-                phase_model = load_adapter(base if phase == "sft" else rl_base(), adapter_dir, trainable=False)
-            elif phase == "sft":
-                phase_model, res = run_sft(base, tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir, kg=data.kg,
-                                           train_paths=selection.train_paths,
-                                           adapter_dir=adapter_dir, seed=config.seed, resume=True)
-                info = {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
-                        "seconds": res.seconds, "resumed_from": res.resumed_from,
-                        "trainable_params": res.trainable_params, "total_params": res.total_params,
-                        "ex_ids": [q.id for q in selection.sft]}  # what SFT trained on, for audits
-            elif phase == "rsft":
-                start = rl_start("sft")
-                reward = RewardModel(data.kg, RewardConfig.preset_named(config.rsft.reward_preset))
-                phase_model, res = run_rsft(start, tokenizer, selection.rsft_prompts, config.rsft, reward, run,
-                                            ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
-                                            forbidden_ids=selection.forbidden_ids, resume=True,
-                                            generation=config.generation)
-                info = {"n_prompts": res.n_prompts, "n_samples": res.n_samples, "n_winners": res.n_winners,
-                        "n_dropped_wrong": res.n_dropped_wrong, "sample_accuracy": res.sample_accuracy,
-                        "seconds_sampling": res.seconds_sampling, "seconds_training": res.seconds_training,
-                        "reused_rollouts": res.reused_rollouts, "distribution": config.rsft.distribution,
-                        "winner_ids": res.winner_ids,
-                        "curve": res.train.curve if res.train else [], "steps": res.train.steps if res.train else 0,
-                        **res.extra}
-            elif phase == "grpo":
-                start = rl_start(config.grpo.init_from)
-                reward = RewardModel(data.kg, RewardConfig.preset_named(config.grpo.reward_preset))
-                phase_model, res = run_grpo(start, tokenizer, selection.grpo_pool, config.grpo, reward, run,
-                                            ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
-                                            forbidden_ids=selection.forbidden_ids, resume=True)
-                info = {"steps": res.steps, "n_prompts": res.n_prompts, "n_episodes": res.n_episodes,
-                        "curve": res.curve, "seconds": res.seconds, "resumed_from": res.resumed_from,
-                        "reward_weights": res.reward_weights}
-            else:  # pragma: no cover - phases() only yields the four above
-                raise ValueError(phase)
-            info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
-            _mark_trained(ckpt_dir, info)
-            metrics["curves"][phase] = info.get("curve", [])
-            metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
-            metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
-                                                         if k not in ("curve", "ex_ids", "winner_ids")}
-            console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
-
-        t1 = time.perf_counter()
-        phase_model.eval()
-        blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
-        metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
-        if phase == "sft" and sft_full:  # the fully fine-tuned model (trained in place): every later phase's base
-            base, base_is_sft = phase_model, True
-        elif phase_model is not base:
-            base = phase_model.unload()  # drop the LoRA layers (unmerged): the next phase loads its own adapter
-        finish_phase(phase, blocks)
         if stop_after == phase:
             meta["status"] = f"stopped after {phase}"
             run.write_meta(meta)
             return run
 
     if config.distribution.enabled and "distribution" not in completed:
-        metrics["distribution"] = run_distribution(rl_start, tokenizer, config, data, selection, run, console)
+        metrics["distribution"] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console)
         run.write_metrics(metrics)
         did_work = True
         completed.append("distribution")
@@ -506,7 +473,8 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, resume: bool = Fal
 
     if did_work or meta.get("status") != "complete":
         finish_run(run, meta, metrics, t_start)
-    console.print(f"[bold green]done[/] in {time.perf_counter() - t_start:.0f}s; peak RSS {peak_rss_mb():.0f} MB")
+    console.print(f"[bold green]done[/] ({backend.name}) in {time.perf_counter() - t_start:.0f}s; "
+                  f"peak RSS {peak_rss_mb():.0f} MB")
     return run
 
 
@@ -529,7 +497,7 @@ def phase_comparisons(run: RunDir, phases: Sequence[str]) -> dict[str, Any]:
 
 def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_start: float) -> None:
     """Total time, peak memory, paired phase comparisons and the "complete" status, written once
-    all phases are done (shared by every backend so their run folders agree)."""
+    all phases are done."""
     metrics["comparisons"] = phase_comparisons(run, meta.get("phases", []))
     metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
     metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
@@ -542,10 +510,10 @@ def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_sta
 
 
 # ----------------------------------------------------------------------------- distribution
-def run_distribution(rl_start: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
+def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
                      selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
-    """RSFT from the SFT result (``rl_start("sft")``: a trainable policy) on each training
-    distribution, each evaluated on the same eval subset.
+    """RSFT from the SFT result (``policy("sft")``: a trainable policy, from the torch backend) on
+    each training distribution, each evaluated on the same eval subset.
 
     Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
     rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
@@ -570,7 +538,7 @@ def run_distribution(rl_start: Callable[[str], Any], tokenizer, config: TrainCon
         settings = config.rsft.model_copy(update={"distribution": cond})
         prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed, exclude=grpo_ids)
         t0 = time.perf_counter()
-        start = rl_start("sft")
+        start = policy("sft")
         model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
                               ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
                               adapter_dir=run.path / "adapters" / "distribution" / cond,

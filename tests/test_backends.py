@@ -470,7 +470,9 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
         return [{"step": 1, "loss": 0.1}]
 
     monkeypatch.setattr(pipeline, "select_backend", lambda name: None)
-    monkeypatch.setattr(pipeline, "model_source", lambda spec, **kw: "/fake/mlx-model")
+    from library.backends import mlx_phases
+
+    monkeypatch.setattr(mlx_phases, "model_source", lambda spec, **kw: "/fake/mlx-model")
     monkeypatch.setattr(mlx_backend, "train_lora_records", fake_train)
     monkeypatch.setattr(mlx_backend, "sample_mlx", fake_sample)
     monkeypatch.setattr(mlx_backend, "train_grpo", fake_grpo)
@@ -504,9 +506,12 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     assert len(calls) == n
     from rich.console import Console
 
+    from library.backends.unsloth_phases import UnslothBackend
+    from library.train import run_training
+
     with pytest.raises(ResumeError, match="backend 'mlx'"):  # another backend cannot resume it
-        pipeline._UnslothRun(config, run.path, load_in_4bit=False, eval_device="cpu", max_seq_length=256).run(
-            resume=True, console=Console(quiet=True), stop_after=None)
+        run_training(config, run.path, backend=UnslothBackend(load_in_4bit=False, eval_device="cpu", max_seq_length=256),
+                     resume=True, console=Console(quiet=True), stop_after=None)
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple message")

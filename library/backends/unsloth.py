@@ -72,8 +72,7 @@ def load_model_unsloth(spec: str, *, max_seq_length: int, load_in_4bit: bool, lo
     select_backend("unsloth")
     from unsloth import FastLanguageModel  # noqa: first: unsloth patches transformers/trl/peft
 
-    from library.backends.pipeline import model_source
-    from library.model import prepare_tokenizer, resolve_model_spec
+    from library.model import model_source, prepare_tokenizer, resolve_model_spec
 
     source = model_source(spec)
     model, tokenizer = FastLanguageModel.from_pretrained(
