@@ -22,7 +22,7 @@ PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
 
 # Blank tags (docs/CONTRACTS.md): each blank of a question carries a tag, "[K]", and the TRACE
 # writes that tag before and after the entity that fills it; the last blank's tag is "[?]".
-# Tags are drawn at random per question (library/questions.py), so the only way to know which
+# Tags are drawn at random per question (library/wording.py), so the only way to know which
 # relation comes next is to find the tag just written in the question and copy what follows it,
 # which works at any chain length. The reward reads traces with the tags removed.
 BLANK_TAG_POOL = "EFGHJKLMNPQRSTUVWXYZ"  # capitals, minus the option letters A-D and I/O

@@ -151,6 +151,17 @@ class KnowledgeGraph:
         self._out_edges: dict[str, list[PathEdge]] = defaultdict(list)
         for e in sorted(self.edges, key=lambda e: (e.src, e.rel, e.dst)):
             self._out_edges[e.src].append(e)
+        # Any-relation views: distractor search (library/distractors.py) walks them many
+        # thousands of times per dataset build, and questions are checked from their labels.
+        undirected: dict[str, set[str]] = defaultdict(set)
+        incoming: dict[str, list[PathEdge]] = defaultdict(list)
+        for e in self.edges:
+            undirected[e.src].add(e.dst)
+            undirected[e.dst].add(e.src)
+            incoming[e.dst].append(e)
+        self._undirected = {k: sorted(v) for k, v in undirected.items()}
+        self._in_edges = {k: sorted(v, key=lambda e: (e.rel, e.src)) for k, v in incoming.items()}
+        self._by_label = {ent.label: ent.id for ent in self.entities.values()}
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -204,6 +215,18 @@ class KnowledgeGraph:
     def out_edges(self, entity_id: str) -> list[PathEdge]:
         """Outgoing edges sorted by (rel, dst)."""
         return self._out_edges.get(entity_id, [])
+
+    def in_edges(self, entity_id: str) -> list[PathEdge]:
+        """Incoming edges sorted by (rel, src)."""
+        return self._in_edges.get(entity_id, [])
+
+    def neighbours(self, entity_id: str) -> list[str]:
+        """Sorted entities one edge away in either direction, over any relation."""
+        return self._undirected.get(entity_id, [])
+
+    def entity_by_label(self, label: str) -> str | None:
+        """The id of the entity with this label (labels name entities in questions), or None."""
+        return self._by_label.get(label)
 
     def reach(self, start: str, chain: list[str]) -> list[str]:
         """Sorted entities reachable from ``start`` by following the relations in ``chain``.

@@ -1,0 +1,116 @@
+"""The wording of a question: its text, the prompt around it and the reference TRACE.
+
+A question names the start entity and the whole relation chain, with a tagged blank for
+every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
+
+>>> from library.kg import KnowledgeGraph
+>>> kg = KnowledgeGraph.from_dict({
+...     "version": "1", "domain": "toy",
+...     "entities": [{"id": "S", "label": "TLS handshake error", "type": "symptom"},
+...                  {"id": "C", "label": "clock skew", "type": "cause"},
+...                  {"id": "F", "label": "sync clocks with NTP", "type": "fix"}],
+...     "relations": [{"id": "caused_by", "label": "is caused by"},
+...                   {"id": "fixed_by", "label": "is fixed by"}],
+...     "edges": [{"src": "S", "rel": "caused_by", "dst": "C"},
+...               {"src": "C", "rel": "fixed_by", "dst": "F"}]})
+>>> path = kg.path_from_entities(["S", "C", "F"], ["caused_by", "fixed_by"])
+>>> question_text(kg, "S", ["caused_by", "fixed_by"])
+'Start at TLS handshake error. It is caused by [L], which is fixed by [?]. (2 steps)'
+>>> reference_trace(kg, path)
+'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
+
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from library.answer_format import FORMAT_INSTRUCTIONS
+from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
+from library.facts import fact_clause
+from library.kg import KnowledgeGraph
+
+
+def blank_tags(start: str, chain: Sequence[str]) -> list[str]:
+    """The tags of a question's blanks: random capitals for the inner blanks, ``?`` for the last.
+
+    Drawn from a generator seeded by the question's start and chain, so a question's wording
+    is a function of its path alone (the demo page reads typed questions back the same way)
+    and no tag says where in the chain its blank is.
+
+    >>> blank_tags("s", ["caused_by"])
+    ['?']
+    >>> len(set(blank_tags("s", ["leads_to"] * 5))), blank_tags("s", ["leads_to"] * 5)[-1]
+    (5, '?')
+    """
+    rng = random.Random("blank-tags:" + start + ":" + ",".join(chain))
+    return rng.sample(BLANK_TAG_POOL, len(chain) - 1) + [FINAL_TAG]
+
+
+def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Sequence[str] | None = None) -> str:
+    """The question: the start entity, then every relation of the chain in order, each blank tagged.
+
+    The step count is stated too, so the question can only be read one way (the public
+    attempt named only the first relation, leaving most questions with several answers).
+    Every blank carries a tag (:func:`blank_tags`), the last one ``[?]``: chains repeat
+    relations ("leads to ..., which leads to ..."), and measured on dev, a model trained on
+    1-3 hops that copied untagged relations lost its place on 4-5 hops and never stopped
+    (docs/RECIPE.md). A tag is a unique anchor: the TRACE copies the text after it. ``tags``
+    overrides the tags (the knowledge rows state single facts under random tags).
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
+    ...     "entities": [{"id": "s", "label": "disk full", "type": "symptom"}],
+    ...     "relations": [{"id": "caused_by", "label": "is caused by"},
+    ...                   {"id": "leads_to", "label": "leads to"},
+    ...                   {"id": "uses_tool", "label": "uses tool"}], "edges": []})
+    >>> question_text(kg, "s", ["caused_by"])
+    'Start at disk full. It is caused by [?]. (1 step)'
+    >>> question_text(kg, "s", ["caused_by", "leads_to", "uses_tool"])
+    'Start at disk full. It is caused by [R], which leads to [Q], which uses tool [?]. (3 steps)'
+    """
+    tags = blank_tags(start, chain) if tags is None else tags
+    parts = [f"{kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain, tags)]
+    steps = f"{len(chain)} step" + ("s" if len(chain) != 1 else "")
+    return f"Start at {kg.label(start)}. It " + ", which ".join(parts) + f". ({steps})"
+
+
+def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
+    """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
+
+    Each clause is :func:`library.facts.fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact
+    words the knowledge rows teach the fact in; clauses are joined by ``", "``. The tag ``[K]``
+    of hop *i* is the question's *i*-th blank tag, so the model copies the question from one tag
+    to the next: after ``"[K], "`` it restates the entity it just wrote, copies the relation
+    that follows ``[K]`` in the question, then that relation's tag, and recalls the fact. The
+    last hop's tag is ``[?]``, after which the TRACE ends on the answer's letter. The reward
+    reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`).
+    """
+    tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
+    return ", ".join(fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)) + "."
+
+
+def render_prompt(question: str, options: dict[str, str]) -> str:
+    """The user message: question, the four options, the answer format. No chat template.
+
+    Each option is written ``<label> (<letter>)``, letter after the label: the reference
+    completion ends its TRACE on the answer's label followed by its letter, which the model can
+    then copy from the prompt right after the label it has just written. Measured on dev with
+    ``A) <label>`` options: after 192 training questions the model answered one constant letter
+    for every question (docs/RECIPE.md), as finding the letter *before* a label is a lookup it
+    had not learned.
+
+    >>> print(render_prompt("Start at a. It is caused by what? (1 step)",
+    ...                     {"A": "b", "B": "c", "C": "d", "D": "e"}))
+    Start at a. It is caused by what? (1 step)
+    b (A)
+    c (B)
+    d (C)
+    e (D)
+    Answer in two lines:
+    TRACE: <the path, naming each entity>
+    ANSWER: <letter>
+    """
+    lines = [question] + [f"{options[letter]} ({letter})" for letter in LETTERS] + [FORMAT_INSTRUCTIONS]
+    return "\n".join(lines)
