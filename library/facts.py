@@ -33,28 +33,9 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, Sequence
 
-from library.contracts import BLANK_TAG_POOL, FINAL_TAG
-
-def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
-    """One hop in the words of a TRACE clause (the single wording of a fact in this project).
-
-    ``"<src> <relation> [tag] <dst> [tag]"``; a hop into the last blank (``tag == "?"``) has no
-    closing tag (the TRACE puts the option's letter there). The subject is restated next to the
-    relation in every clause, exactly as knowledge rows teach the fact: measured on dev with
-    ``", which <relation> [tag] <dst>"`` clauses, the same model recalled 84% of the chains'
-    facts in this form but only 42% inside the TRACE (docs/RECIPE.md).
-
-    >>> from library.kg import KnowledgeGraph
-    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
-    ...     "entities": [{"id": "s", "label": "disk full", "type": "symptom"},
-    ...                  {"id": "c", "label": "unrotated logs", "type": "cause"}],
-    ...     "relations": [{"id": "caused_by", "label": "is caused by"}], "edges": []})
-    >>> fact_clause(kg, "s", "caused_by", "c", "K"), fact_clause(kg, "s", "caused_by", "c", "?")
-    ('disk full is caused by [K] unrotated logs [K]', 'disk full is caused by [?] unrotated logs')
-    """
-    closing = f" [{tag}]" if tag != FINAL_TAG else ""
-    return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {kg.label(dst)}{closing}"
-
+from library.contracts import BLANK_TAG_POOL
+# fact_clause lives with the TRACE wording it belongs to; imported here for the knowledge rows.
+from library.wording import blank_tags, fact_clause
 
 def fact_groups(kg: Any, edges: Iterable[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
     """``[(src, rel, (dst, ...)), ...]`` sorted, one group per (entity, relation) of ``edges``."""
@@ -191,7 +172,6 @@ def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_s
     import torch
 
     from library.model import format_prompt
-    from library.questions import blank_tags
 
     rows = []  # (question id, token ids, [(hop, target start, target ids)])
     for q in questions:

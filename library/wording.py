@@ -24,11 +24,10 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Any, Sequence
 
 from library.answer_format import FORMAT_INSTRUCTIONS
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
-from library.facts import fact_clause
 from library.kg import KnowledgeGraph
 
 
@@ -76,10 +75,31 @@ def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Se
     return f"Start at {kg.label(start)}. It " + ", which ".join(parts) + f". ({steps})"
 
 
+def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
+    """One hop in the words of a TRACE clause (the single wording of a fact in this project).
+
+    ``"<src> <relation> [tag] <dst> [tag]"``; a hop into the last blank (``tag == "?"``) has no
+    closing tag (the TRACE puts the option's letter there). The subject is restated next to the
+    relation in every clause, exactly as knowledge rows teach the fact: measured on dev with
+    ``", which <relation> [tag] <dst>"`` clauses, the same model recalled 84% of the chains'
+    facts in this form but only 42% inside the TRACE (docs/RECIPE.md).
+
+    >>> from library.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
+    ...     "entities": [{"id": "s", "label": "disk full", "type": "symptom"},
+    ...                  {"id": "c", "label": "unrotated logs", "type": "cause"}],
+    ...     "relations": [{"id": "caused_by", "label": "is caused by"}], "edges": []})
+    >>> fact_clause(kg, "s", "caused_by", "c", "K"), fact_clause(kg, "s", "caused_by", "c", "?")
+    ('disk full is caused by [K] unrotated logs [K]', 'disk full is caused by [?] unrotated logs')
+    """
+    closing = f" [{tag}]" if tag != FINAL_TAG else ""
+    return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {kg.label(dst)}{closing}"
+
+
 def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
     """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
-    Each clause is :func:`library.facts.fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact
+    Each clause is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact
     words the knowledge rows teach the fact in; clauses are joined by ``", "``. The tag ``[K]``
     of hop *i* is the question's *i*-th blank tag, so the model copies the question from one tag
     to the next: after ``"[K], "`` it restates the entity it just wrote, copies the relation
