@@ -60,6 +60,10 @@ CASES: dict[str, dict] = {
                                   "batch_size": 1, "grad_accum": 2},
     "cover_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
                                   "batch_size": 1, "grad_accum": 2},
+    "cover_full_lr3e-4_k2_q600": {"method": "full", "learning_rate": 3e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                  "batch_size": 1, "grad_accum": 2},
+    "cover_full_lr4e-4_k2_q600": {"method": "full", "learning_rate": 4e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                  "batch_size": 1, "grad_accum": 2},
     "cover_full_lr1e-4_k0_q720": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 0, "n_questions": 720,
                                   "batch_size": 1, "grad_accum": 2},
 }
