@@ -43,6 +43,7 @@ from scenes.theme import (
     ClipScene,
     fit_text,
     label_box,
+    min_text_scale,
 )
 
 EDGE_GREY = "#56616F"
@@ -307,7 +308,9 @@ class KGPathScene(ClipScene):
             hops.append((lit, pill))
         graph = VGroup(*boxes.values(), *[m for hop in hops for m in hop])
         if graph.height > top - bottom:  # still too tall (long labels): shrink a little, top-anchored
-            self._graph_scale = (top - bottom) / graph.height
+            # ...but never below the text floor: a label too small to read is worse than a
+            # graph that reaches into the verdict strip's margin
+            self._graph_scale = max((top - bottom) / graph.height, min_text_scale(graph, L.min_size))
             graph.scale(self._graph_scale, about_point=np.array((graph.get_center()[0], top, 0)))
         return boxes, hops
 
@@ -375,7 +378,8 @@ class KGPathScene(ClipScene):
         """
         ca, cb = a.get_center(), b.get_center()
         s, e = border_point(a[0], cb), border_point(b[0], ca)
-        tag = self._pill(rel_label + " " + CROSS, WRONG, self.L.content.width * 0.42).scale(self._graph_scale)
+        tag = self._pill(rel_label + " " + CROSS, WRONG, self.L.content.width * 0.42)
+        tag.scale(max(self._graph_scale, min_text_scale(tag, self.L.min_size)))
         left, right, bottom, top = area
         best = None
         others = [o for o in obstacles if o is not a and o is not b]
@@ -414,8 +418,8 @@ class KGPathScene(ClipScene):
             label = fit_text(text, L.tiny_size, L.content.width / 3, 1, color=MUTED)
             items.add(VGroup(swatch, label).arrange(RIGHT, buff=0.08))
         items.arrange(RIGHT, buff=0.3)
-        if items.width > L.content.width:
-            items.scale_to_fit_width(L.content.width)
+        if items.width > L.content.width:  # two rows rather than smaller text
+            items.arrange_in_grid(rows=2, buff=(0.3, 0.1), flow_order="rd")
         return items
 
     def _verdict(self) -> VGroup:
