@@ -279,9 +279,12 @@ def _select(data: RunData, spec: Any, path: tuple) -> Selection:
             sel = _query(data, spec, split, path)
         except NoMatch as exc:
             if spec.get("fallback") is None:
-                raise NoMatch(f"{exc}; no fallback: is declared", path) from None
+                raise NoMatch(f"{exc}, and no fallback is declared", path) from None
             # the declared fallback is shown, and says so (selection.fallback) to the templates
-            sel = _select(data, spec["fallback"], path + ("fallback",))
+            try:
+                sel = _select(data, spec["fallback"], path + ("fallback",))
+            except NoMatch as fb:
+                raise NoMatch(f"{exc}; its fallback found nothing either: {fb}", fb.path) from None
             sel.fallback = True
             return sel
         if not spec.get("allow_ungrounded", False):

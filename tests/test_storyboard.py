@@ -178,6 +178,10 @@ def test_declared_fallback_shows_the_best_grounded_attempt_and_says_it_is_wrong(
         _resolve_one(run_with_kg, "{query: [improved, grounded]}")
     msg = str(err.value)
     assert "improved + grounded" in msg and "run fixture" in msg and "no fallback" in msg
+    with pytest.raises(DataFileError) as err:  # a fallback that finds nothing: both are named
+        _resolve_one(run_with_kg, "{query: [improved, grounded], fallback: {query: [correct, grounded]}}")
+    assert "improved + grounded" in str(err.value) and "its fallback found nothing either" in str(err.value)
+    assert "correct + grounded" in str(err.value) and err.value.line == 8
     shot = _resolve_one(run_with_kg, "{query: [improved, grounded], fallback: {query: grounded, prefer: reward}}")
     assert shot.ex_id == "eval-0001" and shot.payload["correct"] is False
     assert shot.selection == {"query": ["grounded"], "fallback": True}
