@@ -187,7 +187,7 @@ class Selection:
     question: Question
     from_phase: str | None = None
     to_phase: str | None = None
-    before: Episode | None = None  # improved/regressed: the `from` phase's answer
+    before: Episode | None = None  # a query with `from` (improved/regressed/explicit): that phase's answer
     query: tuple[str, ...] = ()  # the terms that matched (empty for an `id:` pick)
     fallback: bool = False  # True: the primary query found nothing and `fallback:` was shown
     shown: list[tuple[str, Episode]] = field(default_factory=list)  # (role, episode) drawn by the scene
