@@ -23,7 +23,9 @@ class BeforeAfterScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        head = VGroup(fit_text(p.question, L.body_size, L.title.width, 3, bold=True, min_size=L.small_size))
+        # portrait: the question gets smaller before it takes room from the four cards
+        head = VGroup(fit_text(p.question, L.body_size, L.title.width, 3, bold=True,
+                               min_size=L.tiny_size if L.portrait else L.small_size))
         if p.options:
             opts = "   ".join(f"{k}) {v}" for k, v in p.options.items())
             head.add(fit_text(opts, L.tiny_size, L.title.width, 2, color=MUTED))
@@ -46,6 +48,8 @@ class BeforeAfterScene(ClipScene):
             color = RIGHT_COLOR if ok else WRONG
             mark = f"{CHECK} RIGHT" if ok else f"{CROSS} WRONG"
             answer = row.answer if row.answer is not None else "no answer"
+            if L.portrait and row.answer is not None and row.answer[1:2] == ")":
+                answer = row.answer[0]  # the options are listed above: the letter leaves room for the trace
             phase = fit_text(row.phase_label, L.small_size, inner_w * 0.3, 1, color=PATH, bold=True)
             # the answer is what the card is about: it wraps rather than being cut
             verdict = fit_text(f"{answer}  {mark}", L.small_size, inner_w * 0.68, 2, color=color, bold=True,
@@ -54,12 +58,12 @@ class BeforeAfterScene(ClipScene):
                                    stroke_color=color, stroke_width=4, fill_color=PANEL, fill_opacity=1.0)
             y = top - card_h / 2 - i * (card_h + gap)
             box.move_to((L.content.cx, y, 0))
-            phase.move_to(box.get_corner(UP + LEFT) + RIGHT * (0.15 + phase.width / 2) + DOWN * (0.12 + phase.height / 2))
-            verdict.move_to(box.get_corner(UP + RIGHT) + LEFT * (0.15 + verdict.width / 2) + DOWN * (0.12 + verdict.height / 2))
+            phase.move_to(box.get_corner(UP + LEFT) + RIGHT * (0.15 + phase.width / 2) + DOWN * (0.1 + phase.height / 2))
+            verdict.move_to(box.get_corner(UP + RIGHT) + LEFT * (0.15 + verdict.width / 2) + DOWN * (0.1 + verdict.height / 2))
             # The trace is quoted model output: as many lines as fit under the header, then a
             # marked excerpt. Fewer lines until it fits, never a smaller font.
-            trace_top = min(phase.get_bottom()[1], verdict.get_bottom()[1]) - 0.12
-            room = trace_top - box.get_bottom()[1] - 0.08
+            trace_top = min(phase.get_bottom()[1], verdict.get_bottom()[1]) - 0.07
+            room = trace_top - box.get_bottom()[1] - 0.06
             lines = max(1, int(room / (L.tiny_size * 0.0175)))
             card = VGroup(box, phase)
             while lines >= 1:

@@ -134,7 +134,9 @@ class KGPathScene(ClipScene):
         header = VGroup()
         if p.phase_label:
             header.add(fit_text(p.phase_label, L.small_size, L.title.width, 1, color=PATH, bold=True))
-        header.add(fit_text(p.question, L.body_size, L.title.width, 3, color=TEXT, min_size=L.small_size))
+        # portrait: the question may get smaller before it takes a fourth line from the graph
+        header.add(fit_text(p.question, L.body_size, L.title.width, 3, color=TEXT,
+                            min_size=L.tiny_size if portrait else L.small_size))
         header.arrange(DOWN, buff=0.12)
         header.move_to((L.title.cx, L.title.top - header.height / 2, 0))
         legend = self._legend()
@@ -251,8 +253,9 @@ class KGPathScene(ClipScene):
         done = False
         for k in (n, (n + 1) // 2):
             dip = pill_h + 0.24 if n > k else 0.0
-            for size in (L.small_size, min_size):
-                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min_size,
+            # down to the floor before the graph has to shrink as a whole
+            for size in (L.small_size, min_size, L.min_size):
+                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min(size, min_size),
                                         min_width=cw) for pid in p.path}
                 H = max(b.height for b in spine.values())
                 used = k * H + (k - 1) * gap + dip

@@ -34,6 +34,7 @@ class ResultsTableScene(ClipScene):
             grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], size, widths[c] - 0.16, 2 if r == 0 else 1,
                               color=PATH if r == 0 else TEXT, bold=(r == 0)) for c in range(ncol)]
                     for r in range(nrow)]
+            grid = self._even_sizes(grid, widths)
             pad = 0.22 if L.portrait else 0.2
             heights = [max(cell.height for cell in row) + pad for row in grid]
             if sum(heights) <= avail_h or size <= L.min_size:
@@ -79,6 +80,21 @@ class ResultsTableScene(ClipScene):
             note.move_to((L.content.cx, edges[-1] - 0.2 - note.height / 2, 0))
             beats.append(Beat([FadeIn(note)], 0.5))
         return beats
+
+    def _even_sizes(self, grid, widths):
+        """Refit so the header row shares one size and each column's body cells share one: the
+        smallest size fit_text needed in that group (a column of numbers in mixed sizes reads
+        as emphasis that is not there)."""
+        p = self.payload
+        groups = [[(0, c) for c in range(len(widths))]] + [[(r, c) for r in range(1, len(grid))] for c in range(len(widths))]
+        for cells in groups:
+            size = min(grid[r][c].fit_size for r, c in cells)
+            for r, c in cells:
+                if grid[r][c].fit_size > size:
+                    grid[r][c] = fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], size, widths[c] - 0.16,
+                                          2 if r == 0 else 1, color=PATH if r == 0 else TEXT, bold=(r == 0),
+                                          min_size=size)
+        return grid
 
     def _column_widths(self, size: float) -> list[float]:
         """Column widths proportional to the longest cell (header bold), filling the width."""

@@ -315,7 +315,8 @@ def fit_text(
     lines; then, at that floor, up to ``extra_lines`` more lines; then known short forms
     (SHORT_FORMS); then as many lines as it takes. Nothing is cut and no ellipsis is added:
     callers lay out by the measured height. ``excerpt=True`` (quoted model output only) keeps
-    the first ``max_lines - 1`` lines and ends with "(+N more words)" instead of growing.
+    the leading words that fit in ``max_lines`` lines, ending "(+N more words)", instead of
+    growing.
     ``align``: left/center.
     """
     floor = _floor() if min_size is None else max(min_size, _floor())
@@ -332,13 +333,22 @@ def fit_text(
         if fits and len(lines) <= max_lines:
             return _done(text, lines, s, floor, max_width, False, False, mob)
     if excerpt:
-        lines, mob, _ = _wrap_fit(text, floor, max_width, *args)
-        keep = max_lines - 1  # the last line says what is left out
-        shown = lines[:keep]
-        rest = len(" ".join(lines[keep:]).split())
-        shown.append(f"(+{rest} more word{'s' if rest != 1 else ''})")
-        mob = _make_text(shown, floor, *args)
-        return _done(text, shown, floor, floor, max_width, False, True, mob)
+        # the most leading words that fit in max_lines with the count of the rest at the end
+        words = text.split()
+        lo, hi, best = 0, len(words) - 1, None
+        while lo <= hi:
+            k = (lo + hi) // 2
+            rest = len(words) - k
+            cand = " ".join(words[:k] + [f"(+{rest} more word{'s' if rest != 1 else ''})"])
+            lines, mob, fits = _wrap_fit(cand, floor, max_width, *args)
+            if fits and len(lines) <= max_lines:
+                best, lo = (lines, mob), k + 1
+            else:
+                hi = k - 1
+        if best is None:  # not even the count fits: show it anyway, the caller measures
+            lines, mob, _ = _wrap_fit(f"(+{len(words)} more words)", floor, max_width, *args)
+            best = (lines, mob)
+        return _done(text, best[0], floor, floor, max_width, False, True, best[1])
     short = abbreviate(text)
     lines, mob, fits = _wrap_fit(text, floor, max_width, *args)
     used = False
