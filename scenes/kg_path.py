@@ -344,7 +344,10 @@ class KGPathScene(ClipScene):
         count = max(1, int((right - left) // (side_w + 0.2)))
         xs = [left + (right - left) * (j + 0.5) / count for j in range(count)]
         rows = (y_top + Hs / 2 + g + Hn / 2, y_bot - Hs / 2 - g - Hn / 2)
-        slots = [np.array((x, y, 0.0)) for y in rows for x in xs]
+        # a neighbour row that would leave the area (a long question above, the verdict below)
+        # is not used: context nodes are dropped before they cover the legend or the answer
+        slots = [np.array((x, y, 0.0)) for y in rows for x in xs
+                 if y + Hn / 2 <= top + 1e-6 and y - Hn / 2 >= bottom - 1e-6]
         # Same side as the anchor first (its edge then never crosses the pill band).
         self._fill_slots(boxes, nbrs, slots,
                          lambda s, a: abs(s[0] - a[0]) + (0.0 if (s[1] > mid) == (a[1] > mid) else 4.0))

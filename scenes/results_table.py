@@ -36,7 +36,9 @@ class ResultsTableScene(ClipScene):
                     for r in range(nrow)]
             grid = self._even_sizes(grid, widths)
             pad = 0.22 if L.portrait else 0.2
-            heights = [max(cell.height for cell in row) + pad for row in grid]
+            # rows keep the designed height when their text allows, and grow when it wraps
+            base = min(0.75 if L.portrait else 0.7, avail_h / nrow)
+            heights = [max(base, max(cell.height for cell in row) + pad) for row in grid]
             if sum(heights) <= avail_h or size <= L.min_size:
                 break
             size = max(L.min_size, size * 0.9)
