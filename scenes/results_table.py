@@ -10,7 +10,7 @@ from __future__ import annotations
 from manim import Create, FadeIn, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import ResultsTablePayload
-from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text
+from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text, shared_size
 
 
 class ResultsTableScene(ClipScene):
@@ -31,10 +31,14 @@ class ResultsTableScene(ClipScene):
         size = L.body_size if ncol <= 3 else L.small_size
         while True:
             widths = self._column_widths(size)
-            grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], size, widths[c] - 0.16, 2 if r == 0 else 1,
-                              color=PATH if r == 0 else TEXT, bold=(r == 0)) for c in range(ncol)]
+            inner = [w - 0.16 for w in widths]
+            # the header row shares one size, and each column's body cells share one
+            head = shared_size(p.columns, size, inner, 2, bold=True)
+            col = [shared_size([r[c] for r in p.rows], size, inner[c]) for c in range(ncol)]
+            grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], head if r == 0 else col[c], inner[c],
+                              2 if r == 0 else 1, color=PATH if r == 0 else TEXT, bold=(r == 0),
+                              min_size=head if r == 0 else col[c]) for c in range(ncol)]
                     for r in range(nrow)]
-            grid = self._even_sizes(grid, widths)
             pad = 0.22 if L.portrait else 0.2
             # rows keep the designed height when their text allows, and grow when it wraps
             base = min(0.75 if L.portrait else 0.7, avail_h / nrow)
@@ -82,21 +86,6 @@ class ResultsTableScene(ClipScene):
             note.move_to((L.content.cx, edges[-1] - 0.2 - note.height / 2, 0))
             beats.append(Beat([FadeIn(note)], 0.5))
         return beats
-
-    def _even_sizes(self, grid, widths):
-        """Refit so the header row shares one size and each column's body cells share one: the
-        smallest size fit_text needed in that group (a column of numbers in mixed sizes reads
-        as emphasis that is not there)."""
-        p = self.payload
-        groups = [[(0, c) for c in range(len(widths))]] + [[(r, c) for r in range(1, len(grid))] for c in range(len(widths))]
-        for cells in groups:
-            size = min(grid[r][c].fit_size for r, c in cells)
-            for r, c in cells:
-                if grid[r][c].fit_size > size:
-                    grid[r][c] = fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], size, widths[c] - 0.16,
-                                          2 if r == 0 else 1, color=PATH if r == 0 else TEXT, bold=(r == 0),
-                                          min_size=size)
-        return grid
 
     def _column_widths(self, size: float) -> list[float]:
         """Column widths proportional to the longest cell (header bold), filling the width."""

@@ -363,6 +363,21 @@ def fit_text(
     return _done(text, lines, floor, floor, max_width, used, False, mob)
 
 
+def shared_size(texts: Sequence[str], size: float, max_width: float | Sequence[float], max_lines: int = 1, *,
+                bold: bool = False, min_size: float | None = None) -> float:
+    """One font size for a row or column of labels: the smallest size fit_text picks for any
+    of them (``max_width``: one width, or one per text). Mixed sizes in a row of like labels
+    read as emphasis that is not there; callers then fit each at this size."""
+    global _RECORD
+    widths = [max_width] * len(texts) if isinstance(max_width, (int, float)) else list(max_width)
+    saved, _RECORD = _RECORD, None  # trial fits are not drawn: keep them out of the audit
+    try:
+        return min((fit_text(t, size, w, max_lines, bold=bold, min_size=min_size).fit_size
+                    for t, w in zip(texts, widths)), default=size)
+    finally:
+        _RECORD = saved
+
+
 def min_text_scale(group, floor: float) -> float:
     """The smallest factor ``group`` may be scaled by before any fit_text text in it would go
     below ``floor`` (1.0 when a text is already at the floor)."""
