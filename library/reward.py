@@ -100,6 +100,8 @@ __all__ = [
     "RewardModel",
     "Scored",
     "extract_claims",
+    "gold_edges_in_order",
+    "is_grounded",
     "parse_completion",
     "path_tokens",
     "stored_claims",
@@ -310,6 +312,33 @@ def stored_claims(parsed: ParsedCompletion, kg: KnowledgeGraph, gold_edges: Iter
     gold = {(e.src, e.rel, e.dst) for e in gold_edges}
     return [Claim(src=s, rel=r, dst=d, in_kg=kg.has_edge(s, r, d), on_gold_path=(s, r, d) in gold)
             for s, r, d in extract_claims(kg, parsed.trace_text)]
+
+
+def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:
+    """How many of the gold path's edges the claims state in path order: the longest run of
+    gold edges claimed with increasing path positions, as the edge-verified reward counts it
+    (``edge_hits``), read from the stored claims rather than the trace.
+
+    >>> from library.contracts import PathEdge
+    >>> gold = [PathEdge(src="A", rel="r", dst="B"), PathEdge(src="B", rel="r", dst="C")]
+    >>> c = lambda s, d: Claim(src=s, rel="r", dst=d, in_kg=True, on_gold_path=True)
+    >>> gold_edges_in_order([c("A", "B"), c("B", "C")], gold), gold_edges_in_order([c("B", "C"), c("A", "B")], gold)
+    (2, 1)
+    """
+    index = {(e.src, e.rel, e.dst): i for i, e in enumerate(gold_edges)}
+    order = [index[(c.src, c.rel, c.dst)] for c in claims if (c.src, c.rel, c.dst) in index]
+    return _lis(order) if order else 0
+
+
+def is_grounded(parsed: ParsedCompletion, claims: Sequence[Claim], gold_edges: Sequence[Any]) -> bool:
+    """A grounded answer: well-formed (an answer letter in the expected format) and its TRACE
+    claims every gold edge in path order, so every path entity is covered too. This is what
+    "the model reasoned" means on screen; a right letter after a copied question is not it.
+    ``claims``: :func:`stored_claims` of the episode (never a fresh parse of the completion).
+    """
+    gold = list(gold_edges)
+    return (parsed.valid_format and parsed.answer is not None and bool(gold)
+            and gold_edges_in_order(claims, gold) == len(gold))
 
 
 # --------------------------------------------------------------------------- tokens

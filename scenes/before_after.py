@@ -1,8 +1,9 @@
 """Before/after: the same question answered by 1-4 training phases, stacked as cards.
 
 The question (and its options, compactly) sits at the top; then one card per phase appears
-in order: phase label, the model's trace (wrapped, truncated with an ellipsis), and its
-answer marked RIGHT (green) or WRONG (red) against the starred answer.
+in order: phase label, the model's trace (wrapped; a trace longer than its card is shown as a
+marked excerpt, "(+N more words)"), and its answer marked RIGHT (green) or WRONG (red) against
+the starred answer. The question, options and answers are never cut (theme.fit_text).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ class BeforeAfterScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        head = VGroup(fit_text(p.question, L.body_size, L.title.width, 3, bold=True, min_size=L.small_size))
+        # portrait: the question gets smaller before it takes room from the four cards
+        head = VGroup(fit_text(p.question, L.body_size, L.title.width, 3, bold=True,
+                               min_size=L.tiny_size if L.portrait else L.small_size))
         if p.options:
             opts = "   ".join(f"{k}) {v}" for k, v in p.options.items())
             head.add(fit_text(opts, L.tiny_size, L.title.width, 2, color=MUTED))
@@ -45,23 +48,33 @@ class BeforeAfterScene(ClipScene):
             color = RIGHT_COLOR if ok else WRONG
             mark = f"{CHECK} RIGHT" if ok else f"{CROSS} WRONG"
             answer = row.answer if row.answer is not None else "no answer"
-            phase = fit_text(row.phase_label, L.small_size, inner_w * 0.5, 1, color=PATH, bold=True)
-            verdict = fit_text(f"{answer}  {mark}", L.small_size, inner_w * 0.5, 1, color=color, bold=True)
-            # Trace lines: as many as fit in the card under the header line.
-            line_h = L.tiny_size * 0.0175
-            lines = max(1, int((card_h - phase.height - 0.3) / line_h))
-            trace = fit_text(row.trace or "(empty trace)", L.tiny_size, inner_w, lines, color=TEXT, align="left")
+            if L.portrait and row.answer is not None and row.answer[1:2] == ")":
+                answer = row.answer[0]  # the options are listed above: the letter leaves room for the trace
+            phase = fit_text(row.phase_label, L.small_size, inner_w * 0.3, 1, color=PATH, bold=True)
+            # the answer is what the card is about: it wraps rather than being cut
+            verdict = fit_text(f"{answer}  {mark}", L.small_size, inner_w * 0.68, 2, color=color, bold=True,
+                               align="right")
             box = RoundedRectangle(width=L.content.width, height=card_h, corner_radius=0.12,
                                    stroke_color=color, stroke_width=4, fill_color=PANEL, fill_opacity=1.0)
             y = top - card_h / 2 - i * (card_h + gap)
             box.move_to((L.content.cx, y, 0))
-            phase.move_to(box.get_corner(UP + LEFT) + RIGHT * (0.15 + phase.width / 2) + DOWN * (0.12 + phase.height / 2))
-            verdict.move_to(box.get_corner(UP + RIGHT) + LEFT * (0.15 + verdict.width / 2) + DOWN * (0.12 + verdict.height / 2))
-            trace.next_to(phase, DOWN, buff=0.12).align_to(phase, LEFT)
-            if trace.get_bottom()[1] < box.get_bottom()[1] + 0.05:
-                trace.scale_to_fit_height(max(0.05, trace.get_top()[1] - box.get_bottom()[1] - 0.08))
-                trace.align_to(phase, LEFT)
-            cards.append((VGroup(box, phase, trace), verdict))
+            phase.move_to(box.get_corner(UP + LEFT) + RIGHT * (0.15 + phase.width / 2) + DOWN * (0.1 + phase.height / 2))
+            verdict.move_to(box.get_corner(UP + RIGHT) + LEFT * (0.15 + verdict.width / 2) + DOWN * (0.1 + verdict.height / 2))
+            # The trace is quoted model output: as many lines as fit under the header, then a
+            # marked excerpt. Fewer lines until it fits, never a smaller font.
+            trace_top = min(phase.get_bottom()[1], verdict.get_bottom()[1]) - 0.07
+            room = trace_top - box.get_bottom()[1] - 0.06
+            lines = max(1, int(room / (L.tiny_size * 0.0175)))
+            card = VGroup(box, phase)
+            while lines >= 1:
+                trace = fit_text(row.trace or "(empty trace)", L.tiny_size, inner_w, lines, color=TEXT,
+                                 align="left", min_size=L.tiny_size, excerpt=True)
+                if trace.height <= room:
+                    trace.move_to((box.get_left()[0] + 0.15 + trace.width / 2, trace_top - trace.height / 2, 0))
+                    card.add(trace)
+                    break
+                lines -= 1  # a card too short for even the marker shows phase and answer only
+            cards.append((card, verdict))
         beats = [Beat([FadeIn(head), FadeIn(key)], 0.7)]
         for card, verdict in cards:
             beats.append(Beat([FadeIn(card, shift=UP * 0.15)], 0.7))

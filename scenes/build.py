@@ -6,7 +6,8 @@ Caching
     the manim version, width, height, fps, duration). Clips live in ``<cache>/<key>.mp4``; only
     missing keys are rendered, so after a run folder changes one episode only the clips whose
     payload reads it are rendered again.
-  * The final MP4 has a manifest (``<out>/<name>.manifest.json``) holding the hash of every
+  * The final MP4 has a manifest (``<out>/<name>.manifest.json``) listing each shot's scene and
+    episodes (``phase``, ``ex_id``; see storyboards/README.md) and the hash of every
     assembly input (clip keys, narration WAV keys, captions, timings, assemble.py source,
     ffmpeg binary); a build whose inputs are unchanged skips the encode too.
 
@@ -317,15 +318,24 @@ def build(
         note("assemble", 0, 1)
         _assemble.assemble(plan, out, work_dir=None, preset=preset,
                            on_progress=lambda d, tot: note("assemble", int(d * 100), int(tot * 100)))
-        atomic_write_json(manifest_path, {"key": final_key, "storyboard": sb.source, "run": str(data.path),
-                                          "size": out.stat().st_size, "clips": [c.key for c in clips],
-                                          "seconds": plan.total})
         assembled = True
+    # written on every build (atomically), so the shot list always describes this run's
+    # episodes even when the encode was skipped: anyone can trace a frame to its log line
+    atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan))
     stages["assemble"] = time.perf_counter() - t
 
     texts = [x for s in shots for x in s.texts]
     return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
                        assembled, plan.total, stages, rendered_shots, texts)
+
+
+def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan) -> dict:
+    """``<out>/<name>.manifest.json``: the assembly key (for skipping the encode) and, per shot,
+    its scene, start time and the episodes it shows (``phase``, ``ex_id``, ``role``)."""
+    return {"key": key, "storyboard": sb.source, "run": str(data.path), "run_id": data.run_id,
+            "size": out.stat().st_size, "clips": [c.key for c in clips], "seconds": plan.total,
+            "shots": [{**c.shot.manifest_entry(), "start": round(start, 3), "clip": c.key}
+                      for c, start in zip(clips, plan.starts)]}
 
 
 def _up_to_date(out: Path, manifest: Path, key: str) -> bool:

@@ -43,6 +43,7 @@ from scenes.theme import (
     ClipScene,
     fit_text,
     label_box,
+    min_text_scale,
 )
 
 EDGE_GREY = "#56616F"
@@ -133,7 +134,9 @@ class KGPathScene(ClipScene):
         header = VGroup()
         if p.phase_label:
             header.add(fit_text(p.phase_label, L.small_size, L.title.width, 1, color=PATH, bold=True))
-        header.add(fit_text(p.question, L.body_size, L.title.width, 3, color=TEXT, min_size=L.small_size))
+        # portrait: the question may get smaller before it takes a fourth line from the graph
+        header.add(fit_text(p.question, L.body_size, L.title.width, 3, color=TEXT,
+                            min_size=L.tiny_size if portrait else L.small_size))
         header.arrange(DOWN, buff=0.12)
         header.move_to((L.title.cx, L.title.top - header.height / 2, 0))
         legend = self._legend()
@@ -250,8 +253,9 @@ class KGPathScene(ClipScene):
         done = False
         for k in (n, (n + 1) // 2):
             dip = pill_h + 0.24 if n > k else 0.0
-            for size in (L.small_size, min_size):
-                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min_size,
+            # down to the floor before the graph has to shrink as a whole
+            for size in (L.small_size, min_size, L.min_size):
+                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min(size, min_size),
                                         min_width=cw) for pid in p.path}
                 H = max(b.height for b in spine.values())
                 used = k * H + (k - 1) * gap + dip
@@ -307,7 +311,9 @@ class KGPathScene(ClipScene):
             hops.append((lit, pill))
         graph = VGroup(*boxes.values(), *[m for hop in hops for m in hop])
         if graph.height > top - bottom:  # still too tall (long labels): shrink a little, top-anchored
-            self._graph_scale = (top - bottom) / graph.height
+            # ...but never below the text floor: a label too small to read is worse than a
+            # graph that reaches into the verdict strip's margin
+            self._graph_scale = max((top - bottom) / graph.height, min_text_scale(graph, L.min_size))
             graph.scale(self._graph_scale, about_point=np.array((graph.get_center()[0], top, 0)))
         return boxes, hops
 
@@ -338,7 +344,10 @@ class KGPathScene(ClipScene):
         count = max(1, int((right - left) // (side_w + 0.2)))
         xs = [left + (right - left) * (j + 0.5) / count for j in range(count)]
         rows = (y_top + Hs / 2 + g + Hn / 2, y_bot - Hs / 2 - g - Hn / 2)
-        slots = [np.array((x, y, 0.0)) for y in rows for x in xs]
+        # a neighbour row that would leave the area (a long question above, the verdict below)
+        # is not used: context nodes are dropped before they cover the legend or the answer
+        slots = [np.array((x, y, 0.0)) for y in rows for x in xs
+                 if y + Hn / 2 <= top + 1e-6 and y - Hn / 2 >= bottom - 1e-6]
         # Same side as the anchor first (its edge then never crosses the pill band).
         self._fill_slots(boxes, nbrs, slots,
                          lambda s, a: abs(s[0] - a[0]) + (0.0 if (s[1] > mid) == (a[1] > mid) else 4.0))
@@ -375,7 +384,8 @@ class KGPathScene(ClipScene):
         """
         ca, cb = a.get_center(), b.get_center()
         s, e = border_point(a[0], cb), border_point(b[0], ca)
-        tag = self._pill(rel_label + " " + CROSS, WRONG, self.L.content.width * 0.42).scale(self._graph_scale)
+        tag = self._pill(rel_label + " " + CROSS, WRONG, self.L.content.width * 0.42)
+        tag.scale(max(self._graph_scale, min_text_scale(tag, self.L.min_size)))
         left, right, bottom, top = area
         best = None
         others = [o for o in obstacles if o is not a and o is not b]
@@ -414,8 +424,8 @@ class KGPathScene(ClipScene):
             label = fit_text(text, L.tiny_size, L.content.width / 3, 1, color=MUTED)
             items.add(VGroup(swatch, label).arrange(RIGHT, buff=0.08))
         items.arrange(RIGHT, buff=0.3)
-        if items.width > L.content.width:
-            items.scale_to_fit_width(L.content.width)
+        if items.width > L.content.width:  # two rows rather than smaller text
+            items.arrange_in_grid(rows=2, buff=(0.3, 0.1), flow_order="rd")
         return items
 
     def _verdict(self) -> VGroup:

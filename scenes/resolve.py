@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from library.contracts import PHASES, Episode, Question
+from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.jsonl import iter_jsonl
 from library.kg import DEFAULT_KG_PATH, KnowledgeGraph
-from library.reward import stored_claims
+from library.reward import is_grounded, stored_claims
 from library.runs import RunDir
 from scenes.payloads import validate_payload
 from scenes.storyboard import (
@@ -66,6 +66,8 @@ class RunData:
     kg_path: Path
     _questions: dict[str, Question] | None = None
     _kg: KnowledgeGraph | None = None
+    _eval_index: dict[tuple[str, str, str], Episode] | None = None
+    _claims: dict[int, list[Claim]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run: str | Path, *, kg: str | Path | None = None, questions: str | Path | None = None,
@@ -106,6 +108,33 @@ class RunData:
         done = self.metrics.get("eval", {})
         return [p for p in PHASES if p in done]
 
+    def eval_episode(self, ex_id: str, phase: str, split: str = "eval") -> Episode | None:
+        """The episode a shot shows for a question in a phase; indexed once per run."""
+        if self._eval_index is None:
+            index: dict[tuple[str, str, str], Episode] = {}
+            # several samples of one question (RSFT/GRPO groups): the first one logged, stably
+            for e in sorted(self.episodes, key=lambda e: (e.step, e.sample_idx or 0)):
+                index.setdefault((e.ex_id, e.phase, e.split), e)
+            self._eval_index = index
+        return self._eval_index.get((ex_id, phase, split))
+
+    def claims(self, ep: Episode, q: Question) -> list[Claim]:
+        """The claims the reward judged for ``ep`` (stored with it; read once for older logs)."""
+        key = id(ep)
+        if key not in self._claims:
+            self._claims[key] = stored_claims(ep.parsed, self.kg, q.path_star.edges)
+        return self._claims[key]
+
+    def grounded(self, ep: Episode, q: Question) -> bool:
+        return is_grounded(ep.parsed, self.claims(ep, q), q.path_star.edges)
+
+    def failed_honestly(self, ep: Episode, q: Question) -> bool:
+        """A reasoned miss: a well-formed wrong answer whose TRACE claims at least one edge and
+        only edges that are in the KG, neither a bare guess nor a fabricated chain."""
+        claims = self.claims(ep, q)
+        return (not ep.correct and ep.parsed.valid_format and ep.parsed.answer is not None
+                and bool(claims) and all(c.in_kg for c in claims))
+
     def template_context(self) -> dict[str, Any]:
         phases = self.phases
         return {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
@@ -139,6 +168,14 @@ class _KGStats:
 
 # --------------------------------------------------------------------------- episode selection
 
+#: Selection query terms. A query is one term or a list of them (``[improved, grounded]``);
+#: every term is a requirement on the *judged* episode (the ``to`` phase's answer), except
+#: ``best``/``worst``, which only order the candidates. Documented in storyboards/README.md.
+QUERY_TERMS = ("correct", "wrong", "grounded", "failed_honestly", "improved", "regressed", "best", "worst")
+_NEEDS_RIGHT = {"correct", "improved"}
+_NEEDS_WRONG = {"wrong", "failed_honestly", "regressed"}
+_SPEC_KEYS = {"id", "phase", "split", "query", "from", "to", "prefer", "index", "fallback", "allow_ungrounded"}
+
 
 @dataclass
 class Selection:
@@ -150,21 +187,35 @@ class Selection:
     question: Question
     from_phase: str | None = None
     to_phase: str | None = None
-    before: Episode | None = None  # improved/regressed: the `from` phase's answer
+    before: Episode | None = None  # a query with `from` (improved/regressed/explicit): that phase's answer
+    query: tuple[str, ...] = ()  # the terms that matched (empty for an `id:` pick)
+    fallback: bool = False  # True: the primary query found nothing and `fallback:` was shown
+    shown: list[tuple[str, Episode]] = field(default_factory=list)  # (role, episode) drawn by the scene
 
-    def context(self) -> dict[str, Any]:
+    def context(self, data: "RunData") -> dict[str, Any]:
         q = self.question
         return {
-            "episode": _episode_context(self.episode, q),
-            "before": _episode_context(self.before, q) if self.before is not None else None,
+            "episode": _episode_context(data, self.episode, q),
+            "before": _episode_context(data, self.before, q) if self.before is not None else None,
             "question": {**q.model_dump(mode="json"), "answer_label": q.options[q.answer_star]},
-            "selection": {"from": self.from_phase, "to": self.to_phase, "phase": self.phase},
+            "selection": {"from": self.from_phase, "to": self.to_phase, "phase": self.phase,
+                          "query": " + ".join(self.query), "fallback": self.fallback},
         }
 
+    def episodes(self) -> list[dict[str, str]]:
+        """The manifest's view: every episode this shot shows or quotes, by role, in order."""
+        pairs = [("selected", self.episode)] + ([("before", self.before)] if self.before is not None else []) + self.shown
+        out: list[dict[str, str]] = []
+        for role, ep in pairs:
+            entry = {"phase": ep.phase, "ex_id": ep.ex_id, "role": role}
+            if not any(e["phase"] == ep.phase and e["ex_id"] == ep.ex_id for e in out):
+                out.append(entry)
+        return out
 
-def _episode_context(ep: Episode, q: Question) -> dict[str, Any]:
+
+def _episode_context(data: "RunData", ep: Episode, q: Question) -> dict[str, Any]:
     answer = ep.parsed.answer
-    return {**ep.model_dump(mode="json"), "answer": answer, "correct": ep.correct,
+    return {**ep.model_dump(mode="json"), "answer": answer, "correct": ep.correct, "grounded": data.grounded(ep, q),
             "predicted_label": q.options.get(answer, "") if answer else "",
             "trace": ep.parsed.trace_text, "phase_label": phase_label(ep.phase)}
 
@@ -175,6 +226,10 @@ class ShotError(Exception):
     def __init__(self, message: str, path: tuple = ()):
         super().__init__(message)
         self.path = path
+
+
+class NoMatch(ShotError):
+    """A query that nothing in the run satisfies: the one error a declared ``fallback`` catches."""
 
 
 def _phase(data: RunData, name: Any, what: str) -> str:
@@ -191,11 +246,7 @@ def _phase(data: RunData, name: Any, what: str) -> str:
 
 
 def _eval_episode(data: RunData, ex_id: str, phase: str, split: str = "eval") -> Episode | None:
-    cands = [e for e in data.episodes if e.ex_id == ex_id and e.phase == phase and e.split == split]
-    if not cands:
-        return None
-    # several samples of one question (RSFT/GRPO groups): the first one logged, stably
-    return min(cands, key=lambda e: (e.step, e.sample_idx or 0))
+    return data.eval_episode(ex_id, phase, split)
 
 
 def select_episode(data: RunData, spec: Any, sb: Storyboard, shot_index: int) -> Selection:
@@ -205,57 +256,40 @@ def select_episode(data: RunData, spec: Any, sb: Storyboard, shot_index: int) ->
         if spec not in sb.episodes:
             raise ShotError(f"unknown episode alias {spec!r} (define it under episodes:)", path)
         spec, path = sb.episodes[spec], ("episodes", spec)
+    return _select(data, spec, path)
+
+
+def _select(data: RunData, spec: Any, path: tuple) -> Selection:
     if not isinstance(spec, dict):
         raise ShotError("episode must be an alias name, {id: ...} or {query: ...}", path)
-    known = {"id", "phase", "split", "query", "from", "to", "prefer", "index"}
-    extra = sorted(set(spec) - known)
+    extra = sorted(set(spec) - _SPEC_KEYS)
     if extra:
-        raise ShotError(f"unknown episode keys {extra}; known: {sorted(known)}", path)
+        raise ShotError(f"unknown episode keys {extra}; known: {sorted(_SPEC_KEYS)}", path)
     split = spec.get("split", "eval")
     try:
         if "id" in spec:
+            # an explicit id is the author naming the episode: shown as named, no guard
             ex_id = str(spec["id"])
             phase = _phase(data, spec.get("phase", "final"), "episode")
             ep = _eval_episode(data, ex_id, phase, split)
             if ep is None:
                 raise ShotError(f"no {split} episode {ex_id!r} in phase {phase!r} of run {data.run_id}", path)
             return Selection(ex_id, phase, ep, _question(data, ex_id, path))
-        query = spec.get("query")
-        if query in ("improved", "regressed"):
-            src = _phase(data, spec.get("from", "first"), "episode.from")
-            dst = _phase(data, spec.get("to", "final"), "episode.to")
-            want = (False, True) if query == "improved" else (True, False)
-            cands = []
-            for ep in data.episodes:
-                if ep.phase != dst or ep.split != split:
-                    continue
-                before = _eval_episode(data, ep.ex_id, src, split)
-                q = data.questions.get(ep.ex_id)
-                if before is None or q is None or ep is not _eval_episode(data, ep.ex_id, dst, split):
-                    continue
-                if (before.correct, ep.correct) == want:
-                    cands.append((ep, q))
-            prefer = spec.get("prefer", "longest_hop")
-            orders = {"longest_hop": lambda c: (-c[1].hop_len, c[1].id), "shortest_hop": lambda c: (c[1].hop_len, c[1].id),
-                      "id": lambda c: c[1].id}
-            if prefer not in orders:
-                raise ShotError(f"unknown prefer {prefer!r}; known: {sorted(orders)}", path)
-            cands.sort(key=orders[prefer])
-            pick = _nth(cands, spec, f"no {split} question was {'wrong' if query == 'improved' else 'right'} in "
-                                     f"{src} and {'right' if query == 'improved' else 'wrong'} in {dst}", path)
-            shown = _phase(data, spec.get("phase", dst), "episode.phase")
-            ep = _eval_episode(data, pick[1].id, shown, split)
-            if ep is None:
-                raise ShotError(f"question {pick[1].id} has no episode in phase {shown!r}", path)
-            return Selection(pick[1].id, shown, ep, pick[1], src, dst, _eval_episode(data, pick[1].id, src, split))
-        if query in ("best", "worst"):
-            phase = _phase(data, spec.get("phase", "final"), "episode.phase")
-            eps = [e for e in data.episodes if e.phase == phase and e.split == split and e.ex_id in data.questions]
-            sign = -1 if query == "best" else 1
-            eps.sort(key=lambda e: (sign * e.reward.total, e.ex_id, e.step))
-            ep = _nth(eps, spec, f"no {split} episodes in phase {phase!r}", path)
-            return Selection(ep.ex_id, phase, ep, data.questions[ep.ex_id])
-        raise ShotError(f"unknown episode query {query!r}; use id, or query: improved, regressed, best, worst", path)
+        try:
+            sel = _query(data, spec, split, path)
+        except NoMatch as exc:
+            if spec.get("fallback") is None:
+                raise NoMatch(f"{exc}, and no fallback is declared", path) from None
+            # the declared fallback is shown, and says so (selection.fallback) to the templates
+            try:
+                sel = _select(data, spec["fallback"], path + ("fallback",))
+            except NoMatch as fb:
+                raise NoMatch(f"{exc}; its fallback found nothing either: {fb}", fb.path) from None
+            sel.fallback = True
+            return sel
+        if not spec.get("allow_ungrounded", False):
+            _refuse_ungrounded(data, sel, spec, path)
+        return sel
     except DataFileError:
         raise
     except ShotError as exc:
@@ -264,11 +298,93 @@ def select_episode(data: RunData, spec: Any, sb: Storyboard, shot_index: int) ->
         raise
 
 
-def _nth(items: list, spec: dict, empty: str, path: tuple):
+def _terms(query: Any, path: tuple) -> tuple[str, ...]:
+    terms = tuple(query) if isinstance(query, list) else (query,)
+    bad = [t for t in terms if t not in QUERY_TERMS]
+    if bad or not terms:
+        raise ShotError(f"unknown episode query {query!r}; use id, or query: one of {', '.join(QUERY_TERMS)} "
+                        f"or a list of them", path)
+    if _NEEDS_RIGHT & set(terms) and _NEEDS_WRONG & set(terms) or {"improved", "regressed"} <= set(terms):
+        raise ShotError(f"query {list(terms)} contradicts itself (a right and a wrong answer)", path)
+    if {"best", "worst"} <= set(terms):
+        raise ShotError("query cannot be both best and worst", path)
+    return terms
+
+
+_ORDERS = {
+    "longest_hop": lambda ep, q: (-q.hop_len, q.id),
+    "shortest_hop": lambda ep, q: (q.hop_len, q.id),
+    "id": lambda ep, q: (q.id,),
+    "reward": lambda ep, q: (-ep.reward.total, q.id),
+    "low_reward": lambda ep, q: (ep.reward.total, q.id),
+}
+
+
+def _query(data: RunData, spec: dict, split: str, path: tuple) -> Selection:
+    terms = _terms(spec.get("query"), path)
+    compares = "improved" in terms or "regressed" in terms
+    # the judged phase: `to`; by default the final phase, or `phase` for a query that
+    # compares nothing (`{query: best, phase: sft}` judges and shows sft)
+    dst = _phase(data, spec.get("to", "final" if compares else spec.get("phase", "final")), "episode.to")
+    # `from` also gives a non-comparing query a `before` answer for its captions
+    src = _phase(data, spec.get("from", "first"), "episode.from") if compares or "from" in spec else None
+    shown = _phase(data, spec.get("phase", dst), "episode.phase")
+    prefer = spec.get("prefer", "reward" if "best" in terms else "low_reward" if "worst" in terms else "longest_hop")
+    if prefer not in _ORDERS:
+        raise ShotError(f"unknown prefer {prefer!r}; known: {sorted(_ORDERS)}", path)
+
+    def ok(ep: Episode, q: Question) -> bool:
+        before = data.eval_episode(q.id, src, split) if src else None
+        checks = {
+            "correct": lambda: bool(ep.correct),
+            "wrong": lambda: not ep.correct,
+            "grounded": lambda: data.grounded(ep, q),
+            "failed_honestly": lambda: data.failed_honestly(ep, q),
+            "improved": lambda: before is not None and not before.correct and bool(ep.correct),
+            "regressed": lambda: before is not None and bool(before.correct) and not ep.correct,
+        }
+        return all(checks[t]() for t in terms if t in checks)
+
+    cands = []
+    for ex_id, q in data.questions.items():
+        ep = data.eval_episode(ex_id, dst, split)
+        if ep is not None and ok(ep, q):
+            cands.append((ep, q))
+    cands.sort(key=lambda c: _ORDERS[prefer](*c))
     index = int(spec.get("index", 0))
-    if index >= len(items):
-        raise ShotError(empty if not items else f"only {len(items)} candidates, index {index} asked", path)
-    return items[index]
+    if index >= len(cands):
+        what = " and ".join(_describe(t, src, dst) for t in terms)
+        found = f"only {len(cands)} candidates, index {index} asked" if cands else f"no {split} question {what}"
+        raise NoMatch(f"{found} in run {data.run_id} (query: {' + '.join(terms)})", path)
+    q = cands[index][1]
+    ep = data.eval_episode(q.id, shown, split)
+    if ep is None:
+        raise ShotError(f"question {q.id} has no episode in phase {shown!r}", path)
+    return Selection(q.id, shown, ep, q, src, dst,
+                     data.eval_episode(q.id, src, split) if src else None, terms)
+
+
+def _describe(term: str, src: str | None, dst: str) -> str:
+    return {
+        "improved": f"was wrong in {src} and right in {dst}",
+        "regressed": f"was right in {src} and wrong in {dst}",
+        "correct": f"is right in {dst}",
+        "wrong": f"is wrong in {dst}",
+        "grounded": f"is grounded in {dst} (well-formed, every gold edge claimed in order)",
+        "failed_honestly": f"failed honestly in {dst} (well-formed and wrong, claiming only KG edges)",
+    }.get(term, f"has an episode in {dst}")
+
+
+def _refuse_ungrounded(data: RunData, sel: Selection, spec: dict, path: tuple) -> None:
+    """A query never silently puts a right-but-ungrounded answer (a lucky guess) on screen:
+    neither the shown answer nor the judged one. The storyboard must say what it wants."""
+    judged = data.eval_episode(sel.ex_id, sel.to_phase, spec.get("split", "eval")) if sel.to_phase else None
+    for ep in (sel.episode, judged):
+        if ep is not None and ep.correct and not data.grounded(ep, sel.question):
+            raise ShotError(
+                f"query {' + '.join(sel.query)} in run {data.run_id} picks {sel.ex_id}, whose {ep.phase} answer is right "
+                f"but not grounded (its TRACE does not claim every gold edge in order); add grounded to the query, "
+                f"declare a fallback:, or set allow_ungrounded: true to show it as a guess", path)
 
 
 def _question(data: RunData, ex_id: str, path: tuple) -> Question:
@@ -300,7 +416,7 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
     cap = max(int(params.get("max_nodes", MAX_KG_NODES)), len(path))
     mentioned = [m for m in dict.fromkeys(ep.parsed.trace_entities) if m in kg.entities]
     # the claims the reward judged when it scored this episode (read once for older logs)
-    wrong = [(c.src, c.rel, c.dst) for c in stored_claims(ep.parsed, kg, q.path_star.edges) if not c.in_kg]
+    wrong = [(c.src, c.rel, c.dst) for c in data.claims(ep, q) if not c.in_kg]
     nodes: list[str] = list(path)
     for extra in mentioned + [x for s, _, d in wrong for x in (s, d)]:
         if extra not in nodes and len(nodes) < cap:
@@ -362,6 +478,7 @@ def build_before_after(data: RunData, params: dict, sel: Selection | None) -> di
         ep = _eval_episode(data, sel.ex_id, ph)
         if ep is None:
             raise ShotError(f"question {sel.ex_id} has no episode in phase {ph!r}")
+        sel.shown.append(("row", ep))
         a = ep.parsed.answer
         rows.append({"phase_label": phase_label(ph), "trace": ep.parsed.trace_text,
                      "answer": f"{a}) {q.options[a]}" if a in q.options else None, "correct": ep.correct})
@@ -503,6 +620,17 @@ class ResolvedShot:
     duration: float | None  # None: as long as the narration (+ NARRATION_PAD_SECONDS)
     ex_id: str | None = None
     texts: list[str] = field(default_factory=list)  # every on-screen/spoken string (for audits)
+    #: every episode the shot shows or quotes ({phase, ex_id, role}), for the render manifest
+    episodes: list[dict[str, str]] = field(default_factory=list)
+    selection: dict[str, Any] | None = None  # {query, fallback} of a query selection
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """This shot in ``renders/<name>.manifest.json``: enough to trace a frame to its log lines."""
+        entry: dict[str, Any] = {"shot": self.index + 1, "line": self.line, "scene": self.scene,
+                                 "episodes": self.episodes}
+        if self.selection is not None:
+            entry["selection"] = self.selection
+        return entry
 
     def final_duration(self, narration_seconds: float | None) -> float:
         if self.duration is not None:
@@ -521,7 +649,7 @@ def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
         try:
             params = dict(shot.params)
             sel = select_episode(data, params.pop("episode"), sb, i) if "episode" in params else None
-            ctx = {**base_ctx, **(sel.context() if sel else {})}
+            ctx = {**base_ctx, **(sel.context(data) if sel else {})}
             rendered = render_params(params, ctx, sb, i)
             payload = BUILDERS[shot.scene](data, rendered, sel)
             try:
@@ -540,7 +668,8 @@ def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
         texts = [narration, caption] + _strings(payload)
         out.append(ResolvedShot(i, shot.line, shot.scene, payload, narration, caption,
                                 None if shot.duration == "narration" else float(shot.duration),
-                                sel.ex_id if sel else None, texts))
+                                sel.ex_id if sel else None, texts, sel.episodes() if sel else [],
+                                {"query": list(sel.query), "fallback": sel.fallback} if sel and sel.query else None))
     return out
 
 
@@ -554,4 +683,4 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-__all__ = ["RunData", "Selection", "ResolvedShot", "resolve_shots", "select_episode", "ci"]
+__all__ = ["RunData", "Selection", "ResolvedShot", "QUERY_TERMS", "resolve_shots", "select_episode", "ci"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from manim import Create, FadeIn, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import ResultsTablePayload
-from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text
+from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text, shared_size
 
 
 class ResultsTableScene(ClipScene):
@@ -25,32 +25,38 @@ class ResultsTableScene(ClipScene):
         note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
         ncol, nrow = len(p.columns), len(p.rows) + 1
         avail_h = L.content.height - (note.height + 0.2 if note else 0)
-        row_h = min(0.75 if L.portrait else 0.7, avail_h / nrow)
-        # Many columns in portrait get a smaller font rather than unreadable truncation.
+        # Many columns in portrait start at a smaller font. Every cell is fitted by
+        # theme.fit_text (smaller down to the floor, then more lines, never cut), and each row
+        # is as tall as its tallest cell; if the table is then too tall, all cells go smaller.
         size = L.body_size if ncol <= 3 else L.small_size
-        size = min(size, row_h / 0.03)
-        # Column widths proportional to the longest cell (header bold) with a floor.
-        want = []
-        for c in range(ncol):
-            # The header may wrap at spaces, so only its longest word sets a floor; body cells
-            # (numbers, short names) should stay on one line.
-            longest = max([len(w) * 1.07 for w in p.columns[c].split()] + [len(r[c]) for r in p.rows])
-            want.append(max(3, longest) * CHAR_W * size + 0.3)
-        scale = L.content.width / sum(want)
-        widths = [w * scale for w in want]
+        while True:
+            widths = self._column_widths(size)
+            inner = [w - 0.16 for w in widths]
+            # the header row shares one size, and each column's body cells share one
+            head = shared_size(p.columns, size, inner, 2, bold=True)
+            col = [shared_size([r[c] for r in p.rows], size, inner[c]) for c in range(ncol)]
+            grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], head if r == 0 else col[c], inner[c],
+                              2 if r == 0 else 1, color=PATH if r == 0 else TEXT, bold=(r == 0),
+                              min_size=head if r == 0 else col[c]) for c in range(ncol)]
+                    for r in range(nrow)]
+            pad = 0.22 if L.portrait else 0.2
+            # rows keep the designed height when their text allows, and grow when it wraps
+            base = min(0.75 if L.portrait else 0.7, avail_h / nrow)
+            heights = [max(base, max(cell.height for cell in row) + pad) for row in grid]
+            if sum(heights) <= avail_h or size <= L.min_size:
+                break
+            size = max(L.min_size, size * 0.9)
         top = L.content.top
         x0 = L.content.left
+        edges = [top]
+        for h in heights:
+            edges.append(edges[-1] - h)
         header, body_rows = VGroup(), []
-        for r in range(nrow):
-            y = top - row_h * (r + 0.5)
-            cells = VGroup()
+        for r, row in enumerate(grid):
+            y = (edges[r] + edges[r + 1]) / 2
             x = x0
-            for c in range(ncol):
-                text = p.columns[c] if r == 0 else p.rows[r - 1][c]
-                cell = fit_text(text, size, widths[c] - 0.16, 2 if row_h > 0.6 else 1,
-                                color=PATH if r == 0 else TEXT, bold=(r == 0))
-                if cell.height > row_h * 0.9:
-                    cell.scale_to_fit_height(row_h * 0.9)
+            cells = VGroup()
+            for c, cell in enumerate(row):
                 cell.move_to((x + widths[c] / 2, y, 0))
                 cells.add(cell)
                 x += widths[c]
@@ -60,7 +66,7 @@ class ResultsTableScene(ClipScene):
                 body_rows.append(cells)
         width = sum(widths)
         rules = VGroup(*[
-            Line((x0, top - row_h * k, 0), (x0 + width, top - row_h * k, 0),
+            Line((x0, edges[k], 0), (x0 + width, edges[k], 0),
                  color=PATH if k == 1 else GRID, stroke_width=4 if k == 1 else 2)
             for k in range(1, nrow + 1)
         ])
@@ -70,16 +76,28 @@ class ResultsTableScene(ClipScene):
         ]
         if p.highlight_row is not None:
             k = p.highlight_row + 1
-            band = Rectangle(width=width, height=row_h, stroke_color=PATH, stroke_width=5,
+            band = Rectangle(width=width, height=heights[k], stroke_color=PATH, stroke_width=5,
                              fill_color=HIGHLIGHT, fill_opacity=1.0)
-            band.move_to((x0 + width / 2, top - row_h * (k + 0.5), 0))
+            band.move_to((x0 + width / 2, (edges[k] + edges[k + 1]) / 2, 0))
             row = body_rows[p.highlight_row]
             # The band goes behind the row's text; the row is re-added on top of it.
             beats.append(Beat(lambda band=band, row=row: self._highlight(band, row), 0.7))
         if note is not None:
-            note.move_to((L.content.cx, top - row_h * nrow - 0.2 - note.height / 2, 0))
+            note.move_to((L.content.cx, edges[-1] - 0.2 - note.height / 2, 0))
             beats.append(Beat([FadeIn(note)], 0.5))
         return beats
+
+    def _column_widths(self, size: float) -> list[float]:
+        """Column widths proportional to the longest cell (header bold), filling the width."""
+        p, L = self.payload, self.L
+        want = []
+        for c in range(len(p.columns)):
+            # The header may wrap at spaces, so only its longest word sets a floor; body cells
+            # (numbers, short names) should stay on one line.
+            longest = max([len(w) * 1.07 for w in p.columns[c].split()] + [len(r[c]) for r in p.rows])
+            want.append(max(3, longest) * CHAR_W * size + 0.3)
+        scale = L.content.width / sum(want)
+        return [w * scale for w in want]
 
     def _highlight(self, band, row):
         self.add(band)

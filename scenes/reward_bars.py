@@ -10,7 +10,7 @@ from __future__ import annotations
 from manim import DOWN, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import RewardBarsPayload
-from scenes.theme import GRID, MUTED, PANEL, PATH, SERIES, TEXT, WRONG, Beat, ClipScene, fit_text
+from scenes.theme import GRID, MUTED, PANEL, PATH, SERIES, TEXT, WRONG, Beat, ClipScene, fit_text, shared_size
 
 
 def fmt_value(v: float) -> str:
@@ -45,6 +45,8 @@ class RewardBarsScene(ClipScene):
         zero_y = bottom + (0 - lo) * unit
         n = len(items)
         slot = L.content.width / n
+        # the term names share one size (the total's bold name wraps if it must)
+        name_size = shared_size([nm for nm, _, _ in items], L.small_size, slot * 0.95, 2)
         bar_w = min(slot * 0.62, 1.6)
         zero = Line((L.content.left, zero_y, 0), (L.content.right, zero_y, 0), color=GRID, stroke_width=3)
         bars, values, names = VGroup(), VGroup(), VGroup()
@@ -66,7 +68,8 @@ class RewardBarsScene(ClipScene):
                 label.next_to(bar, UP, buff=0.08)
             else:
                 label.next_to(bar, DOWN, buff=0.08)
-            nm = fit_text(name, L.small_size, slot * 0.95, 2, color=PATH if is_total else MUTED, bold=is_total)
+            nm = fit_text(name, name_size, slot * 0.95, 2, color=PATH if is_total else MUTED, bold=is_total,
+                          min_size=name_size)
             nm.move_to((x, L.content.bottom + 0.45 + (note.height + 0.15 if note else 0), 0))
             bars.add(bar), values.add(label), names.add(nm)
         # A panel behind the total bar marks it as the sum of the others.

@@ -11,7 +11,14 @@ frame_height 8 and frame_width from the pixel aspect ratio):
 Font sizes are manim ``font_size`` values. In portrait one scene unit is 240 px at
 1080x1920, and DejaVu Sans at font_size 20 is 0.26 units from ascender to descender (~62 px),
 so body text stays well above the 40 px phone-legibility floor; the smallest text (relation
-labels) is ~43 px.
+labels) is ~43 px. The em size of a font_size is ``font_size / 72`` scene units (measured: a
+capital H at font_size 100 is 1.01 units, DejaVu's cap height 0.729 em), so at 1080x1920 one
+font_size unit is 3.33 px of em. ``Layout.min_size`` is the floor no text goes below: 36 px at
+1080x1920 (font_size 10.8), 30 px at 1920x1080 (font_size 16).
+
+Every piece of text is made by :func:`fit_text`, the one place that decides how text fits a
+box: shrink toward the floor, then wrap onto more lines, then use known short forms; it never
+cuts a word or adds an ellipsis (a quoted model trace may be shown as a marked excerpt).
 
 ``ClipScene`` is the base class of every scene: it receives a validated payload and a
 duration, and its subclasses describe their animation as a list of ``Beat``s (animations plus
@@ -23,7 +30,8 @@ frame counting is pinned down).
 from __future__ import annotations
 
 import math
-import textwrap
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -108,6 +116,33 @@ class Layout:
     small_size: float
     tiny_size: float
     line_spacing: float = 0.35
+    min_size: float = 0.0  # the floor of every text (see MIN_TEXT_PX)
+
+
+#: The smallest em size any text may have, in pixels of the format's full-size frame: a Short
+#: (1080x1920) is read on a phone, so 36 px; the explainer (1920x1080) on a larger screen, 30 px.
+MIN_TEXT_PX = {"portrait": (36, 1920), "landscape": (30, 1080)}
+#: font_size units per em scene unit (em = font_size / 72 units, measured, see the module doc)
+EM_PER_FONT_SIZE = 1 / 72
+
+
+def min_font_size(portrait: bool, frame_height: float = 8.0) -> float:
+    """The font_size whose em is MIN_TEXT_PX at the format's full size.
+
+    >>> round(min_font_size(True), 2), round(min_font_size(False), 2)
+    (10.8, 16.0)
+    """
+    px, full_height = MIN_TEXT_PX["portrait" if portrait else "landscape"]
+    return px / (full_height / frame_height) / EM_PER_FONT_SIZE
+
+
+def em_pixels(font_size: float, pixel_height: int, frame_height: float = 8.0) -> float:
+    """Em size in pixels of ``font_size`` in a frame ``pixel_height`` px tall.
+
+    >>> round(em_pixels(10.8, 1920), 1)
+    36.0
+    """
+    return font_size * EM_PER_FONT_SIZE * pixel_height / frame_height
 
 
 def layout_for(frame_width: float, frame_height: float) -> Layout:
@@ -134,6 +169,7 @@ def layout_for(frame_width: float, frame_height: float) -> Layout:
             body_size=19,
             small_size=16,
             tiny_size=14,
+            min_size=min_font_size(True, frame_height),
         )
     m = 0.5
     caption_top = -h + 1.2
@@ -147,39 +183,115 @@ def layout_for(frame_width: float, frame_height: float) -> Layout:
         body_size=24,
         small_size=20,
         tiny_size=17,
+        min_size=min_font_size(False, frame_height),
     )
 
 
 # --------------------------------------------------------------------------- text
 
 
-def wrap_lines(text: str, max_chars: int, max_lines: int) -> list[str]:
-    """Greedy word wrap to ``max_chars`` per line, at most ``max_lines`` lines.
+#: Short forms a viewer knows, used only when a text does not fit at the floor size on the
+#: lines its box allows; never a cut word. Whole words only; a capitalised word keeps its capital.
+SHORT_FORMS = {
+    "accuracy": "acc.",
+    "certificate": "cert",
+    "certificates": "certs",
+    "configuration": "config",
+    "coverage": "cov.",
+    "database": "DB",
+    "directory": "dir",
+    "environment": "env",
+    "kubernetes": "k8s",
+    "maximum": "max",
+    "minimum": "min",
+    "shuffled": "shuf.",
+}
 
-    Overflow is cut with an ellipsis instead of spilling out of the layout box.
+# Inside a word too long for a line, a break may follow one of these (identifiers such as
+# "max.poll.interval.ms" or "kafka-consumer-groups"): wrapped, never cut.
+_BREAK_AFTER = re.compile(r"[^./_\-=:]*[./_\-=:]+|[^./_\-=:]+$")
 
-    >>> wrap_lines("the quick brown fox jumps over the lazy dog", 10, 2)
-    ['the quick', 'brown fox…']
-    >>> wrap_lines("short", 10, 3)
-    ['short']
-    >>> wrap_lines("", 10, 3)
+
+def abbreviate(text: str) -> str:
+    """``text`` with every word that has a known short form replaced (SHORT_FORMS).
+
+    >>> abbreviate("Accuracy (95% CI), renew the certificate")
+    'Acc. (95% CI), renew the cert'
+    """
+    def one(m: re.Match) -> str:
+        word = m.group(0)
+        short = SHORT_FORMS.get(word.lower())
+        if short is None:
+            return word
+        return short[0].upper() + short[1:] if word[0].isupper() else short
+    return re.sub(r"[A-Za-z]+", one, text)
+
+
+def wrap_lines(text: str, max_chars: int) -> list[str]:
+    """Greedy word wrap to ``max_chars`` per line. Nothing is ever dropped: a word longer than
+    a line is broken after punctuation inside it (``.``, ``/``, ``_``, ``-``, ``=``, ``:``),
+    and one with none stays whole on its own line (fit_text then shrinks or reports it).
+
+    >>> wrap_lines("the quick brown fox jumps over the lazy dog", 10)
+    ['the quick', 'brown fox', 'jumps over', 'the lazy', 'dog']
+    >>> wrap_lines("raise max.poll.interval.ms", 10)
+    ['raise max.', 'poll.', 'interval.', 'ms']
+    >>> wrap_lines("", 10)
     ['']
     """
     max_chars = max(2, max_chars)
-    text = " ".join(text.split())
-    # Words are never split: a word longer than a line stays whole and fit_text shrinks the
-    # text instead (a label broken as "phas / e" reads worse than a slightly smaller one).
-    lines = textwrap.wrap(text, width=max_chars, break_long_words=False, break_on_hyphens=True)
-    if not lines:
-        return [""]
-    if len(lines) > max_lines:
-        kept = lines[:max_lines]
-        last = kept[-1]
-        if len(last) + 1 > max_chars:
-            last = last[: max_chars - 1].rstrip()
-        kept[-1] = last.rstrip(" .,;:") + "…"
-        lines = kept
+    pieces: list[tuple[str, bool]] = []  # (piece, preceded by a space)
+    for word in text.split():
+        if len(word) <= max_chars:
+            pieces.append((word, True))
+            continue
+        for j, part in enumerate(p for p in _BREAK_AFTER.findall(word) if p):
+            pieces.append((part, j == 0))
+    lines: list[str] = []
+    line = ""
+    for piece, spaced in pieces:
+        joined = line + (" " if spaced and line else "") + piece
+        if line and len(joined) > max_chars:
+            lines.append(line)
+            line = piece
+        else:
+            line = joined
+    lines.append(line)
     return lines
+
+
+@dataclass
+class TextFit:
+    """One fit_text decision, kept while :func:`record_fits` is active (the layout audit)."""
+
+    text: str  # as asked for
+    lines: list[str]  # as drawn
+    size: float  # font_size drawn at
+    floor: float  # the smallest size it was allowed
+    max_width: float
+    abbreviated: bool
+    excerpt: bool  # a quoted trace shown in part, marked "(+N more words)"
+    mob: object  # the Text: later scaling by the scene shows in its height
+    height: float  # its height when made
+
+    @property
+    def effective_size(self) -> float:
+        """The font size as finally laid out, after any scaling the scene applied."""
+        return self.size * (self.mob.height / self.height) if self.height else self.size
+
+
+_RECORD: list[TextFit] | None = None
+
+
+@contextmanager
+def record_fits():
+    """Collect every fit_text decision made inside the block (tests audit them)."""
+    global _RECORD
+    saved, _RECORD = _RECORD, []
+    try:
+        yield _RECORD
+    finally:
+        _RECORD = saved
 
 
 def fit_text(
@@ -193,43 +305,118 @@ def fit_text(
     align: str = "center",
     line_spacing: float = 0.35,
     min_size: float | None = None,
+    extra_lines: int = 2,
+    excerpt: bool = False,
 ) -> Text:
-    """A Text of ``text`` wrapped to fit ``max_width`` units in at most ``max_lines`` lines.
+    """A Text of ``text`` no wider than ``max_width`` units; the one text-fitting rule.
 
-    Lines are wrapped by estimated character width, then the real width is measured and the
-    wrap is tightened until it fits. If the text only fits by truncation and ``min_size`` is
-    given, the font shrinks (down to ``min_size``) before an ellipsis is used; a uniform
-    scale-down is the last resort for a single over-long token. ``align``: "left"/"center".
+    In order: the largest size from ``size`` down to ``min_size`` (default: the layout's
+    floor, ``Layout.min_size``; never below it) at which the text wraps into ``max_lines``
+    lines; then, at that floor, up to ``extra_lines`` more lines; then known short forms
+    (SHORT_FORMS); then as many lines as it takes. Nothing is cut and no ellipsis is added:
+    callers lay out by the measured height. ``excerpt=True`` (quoted model output only) keeps
+    the leading words that fit in ``max_lines`` lines, ending "(+N more words)", instead of
+    growing.
+    ``align``: left/center.
     """
+    floor = _floor() if min_size is None else max(min_size, _floor())
+    floor = min(floor, size)
+    text = " ".join(text.split())
     sizes = [size]
-    if min_size is not None:
-        while sizes[-1] * 0.9 > min_size:
-            sizes.append(sizes[-1] * 0.9)
-        if min_size < size:
-            sizes.append(min_size)  # always try the floor itself
+    while sizes[-1] * 0.9 > floor:
+        sizes.append(sizes[-1] * 0.9)
+    if floor < size:
+        sizes.append(floor)  # always try the floor itself
+    args = (color, bold, align, line_spacing)
     for s in sizes:
-        mob, truncated = _fit_at(text, s, max_width, max_lines, color, bold, align, line_spacing)
-        if not truncated:
-            break
-    if mob.width > max_width:
+        lines, mob, fits = _wrap_fit(text, s, max_width, *args)
+        if fits and len(lines) <= max_lines:
+            return _done(text, lines, s, floor, max_width, False, False, mob)
+    if excerpt:
+        # the most leading words that fit in max_lines with the count of the rest at the end
+        words = text.split()
+        lo, hi, best = 0, len(words) - 1, None
+        while lo <= hi:
+            k = (lo + hi) // 2
+            rest = len(words) - k
+            cand = " ".join(words[:k] + [f"(+{rest} more word{'s' if rest != 1 else ''})"])
+            lines, mob, fits = _wrap_fit(cand, floor, max_width, *args)
+            if fits and len(lines) <= max_lines:
+                best, lo = (lines, mob), k + 1
+            else:
+                hi = k - 1
+        if best is None:  # not even the count fits: show it anyway, the caller measures
+            lines, mob, _ = _wrap_fit(f"(+{len(words)} more words)", floor, max_width, *args)
+            best = (lines, mob)
+        return _done(text, best[0], floor, floor, max_width, False, True, best[1])
+    short = abbreviate(text)
+    lines, mob, fits = _wrap_fit(text, floor, max_width, *args)
+    used = False
+    if (not fits or len(lines) > max_lines + extra_lines) and short != text:
+        s_lines, s_mob, s_fits = _wrap_fit(short, floor, max_width, *args)
+        if s_fits and (len(s_lines) < len(lines) or not fits):
+            lines, mob, fits, used = s_lines, s_mob, s_fits, True
+    if not fits:
+        # a single unbreakable token wider than the box: the one case that goes below the
+        # floor (the layout audit in tests/test_text_fit.py reports it)
         mob.scale_to_fit_width(max_width)
+    return _done(text, lines, floor, floor, max_width, used, False, mob)
+
+
+def shared_size(texts: Sequence[str], size: float, max_width: float | Sequence[float], max_lines: int = 1, *,
+                bold: bool = False, min_size: float | None = None) -> float:
+    """One font size for a row or column of labels: the smallest size fit_text picks for any
+    of them (``max_width``: one width, or one per text). Mixed sizes in a row of like labels
+    read as emphasis that is not there; callers then fit each at this size."""
+    global _RECORD
+    widths = [max_width] * len(texts) if isinstance(max_width, (int, float)) else list(max_width)
+    saved, _RECORD = _RECORD, None  # trial fits are not drawn: keep them out of the audit
+    try:
+        return min((fit_text(t, size, w, max_lines, bold=bold, min_size=min_size).fit_size
+                    for t, w in zip(texts, widths)), default=size)
+    finally:
+        _RECORD = saved
+
+
+def min_text_scale(group, floor: float) -> float:
+    """The smallest factor ``group`` may be scaled by before any fit_text text in it would go
+    below ``floor`` (1.0 when a text is already at the floor)."""
+    limit = 0.0
+    for m in group.get_family():
+        size = getattr(m, "fit_size", None)
+        if size and m.fit_height:
+            limit = max(limit, floor / (size * m.height / m.fit_height))
+    return min(1.0, limit)
+
+
+def _floor() -> float:
+    return layout_for(config.frame_width, config.frame_height).min_size
+
+
+def _done(text, lines, size, floor, max_width, abbreviated, excerpt, mob) -> Text:
+    # the size it was made at travels with the Text, so a scene scaling a group of mobjects
+    # can ask how far it may go (min_text_scale) without pushing text under the floor
+    mob.fit_size, mob.fit_height = size, mob.height
+    if _RECORD is not None:
+        _RECORD.append(TextFit(text, list(lines), size, floor, max_width, abbreviated, excerpt, mob, mob.height))
     return mob
 
 
-def _fit_at(text, size, max_width, max_lines, color, bold, align, line_spacing):
-    """(Text, truncated?) for one font size; see fit_text."""
+def _wrap_fit(text, size, max_width, color, bold, align, line_spacing):
+    """(lines, Text, fits?) of ``text`` wrapped at ``size`` to ``max_width`` (measured)."""
     # DejaVu Sans Bold is ~20% wider than Book (measured on mixed-case text with digits).
     chars = max(2, int(max_width / (CHAR_W * size * (1.2 if bold else 1.0))))
     for _ in range(12):
-        lines = wrap_lines(text, chars, max_lines)
+        lines = wrap_lines(text, chars)
         mob = _make_text(lines, size, color, bold, align, line_spacing)
-        if mob.width <= max_width or chars <= 4:
+        if mob.width <= max_width + 1e-6:
+            return lines, mob, True
+        if chars <= 4:
             break
         # Shrink by the measured overshoot, but at most to one character less, so a slightly
-        # wide line does not overshoot into needless truncation.
+        # wide line does not wrap more than it must.
         chars = max(4, min(chars - 1, int(chars * max_width / mob.width)))
-    truncated = len(" ".join(lines)) < len(" ".join(text.split())) or lines[-1].endswith("…") and not text.rstrip().endswith("…")
-    return mob, truncated
+    return lines, mob, False
 
 
 def _make_text(lines: list[str], size: float, color: str, bold: bool, align: str, spacing: float) -> Text:

@@ -32,8 +32,8 @@ class TrainingCurvesScene(ClipScene):
             entries.arrange_in_grid(cols=2 if len(p.series) > 1 else 1, buff=(0.3, 0.1), cell_alignment=LEFT)
         else:
             entries.arrange(RIGHT, buff=0.5)
-        if entries.width > L.content.width:
-            entries.scale_to_fit_width(L.content.width)
+        if entries.width > L.content.width:  # one entry a line rather than smaller text
+            entries.arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         entries.move_to((L.content.cx, L.content.bottom + entries.height / 2, 0))
 
         ylab = fit_text(p.y_label, L.small_size, L.content.width, 1, color=MUTED)

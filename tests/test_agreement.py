@@ -15,6 +15,7 @@ import pytest
 from library import answer_format, reward
 from library.contracts import Episode, Question
 from library.demo.site import collect
+from library.errors import DataFileError
 from library.evaluate import metrics_from_run
 from library.jsonl import write_jsonl_atomic
 from library.reward import RewardConfig, RewardModel
@@ -99,3 +100,22 @@ def test_old_logs_keep_loading_with_one_verdict(tmp_path):
     assert ep.correct is False and ep.kind == "eval" and ep.parsed.claims is None
     dumped = ep.model_dump(mode="json")
     assert "claims" not in dumped["parsed"] and "sample_idx" not in dumped and dumped["correct"] is False
+
+
+def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch):
+    # the hero query judges "grounded" from the claims stored with each episode: no reader may
+    # parse a completion again, and the right answer on a false chain is never the hero
+    run, questions = agreement_run
+    for module, name in ((answer_format, "parse_completion"), (reward, "parse_completion"), (reward, "extract_claims")):
+        monkeypatch.setattr(module, name, _refuse)
+    shot = ("  - scene: kg_path\n    duration: 2\n    params:\n"
+            "      episode: {query: [correct, grounded], phase: sft, prefer: id}\n")
+    sb = loads_storyboard(f"title: t\nformat: short\nrun: {run.path}\nshots:\n{shot}")
+    (resolved,) = resolve_shots(sb, RunData.load(run.path))
+    assert resolved.ex_id == questions["bold_keywords"].id
+    assert resolved.episodes == [{"phase": "sft", "ex_id": questions["bold_keywords"].id, "role": "selected"}]
+    # the false chain is right by its letter: without `grounded` the query refuses to show it
+    sb = loads_storyboard(f"title: t\nformat: short\nrun: {run.path}\nshots:\n"
+                          + shot.replace("[correct, grounded], phase: sft, prefer: id", "correct, phase: sft, prefer: id, index: 1"))
+    with pytest.raises(DataFileError, match="not grounded"):
+        resolve_shots(sb, RunData.load(run.path))

@@ -53,6 +53,11 @@ def test_short_builds_with_audio(built):
     assert s["video"]["codec_name"] == "h264" and s["video"]["pix_fmt"] == "yuv420p"
     assert s["audio"]["codec_name"] == "aac"
     assert 0 < r.video_seconds <= 60
+    # the manifest traces every shot to the episodes it shows (the fixture's hero is eval-0002)
+    manifest = json.loads((r.output.parent / "short.manifest.json").read_text())
+    assert [m["scene"] for m in manifest["shots"]] == ["title", "kg_path", "reward_bars", "before_after", "results_table", "title"]
+    assert {"phase": "grpo", "ex_id": "eval-0002", "role": "selected"} in manifest["shots"][1]["episodes"]
+    assert manifest["run_id"] == "fixture" and all(m["episodes"] == [] for m in manifest["shots"] if m["scene"] == "title")
 
 
 def test_second_build_renders_nothing(built):

@@ -114,6 +114,111 @@ def test_kg_path_marks_wrong_claims(run_with_kg):
     assert shot.payload["correct"] is True and shot.payload["phase_label"] == "SFT"
 
 
+# --------------------------------------------------------------------------- selection queries
+
+
+def _set_answers(run: Path, kg, phase: str, answers: dict[str, tuple[str, str]]) -> None:
+    """Rewrite ``phase``'s eval answers: ``{ex_id: (letter, trace style)}`` with the fixture's
+    own completion writer (styles: full = the gold chain, partial = one gold edge and a false
+    one, none = no claim at all)."""
+    from fixture_run import _completion
+
+    questions = RunData.load(run).questions
+    path = run / "episodes.jsonl"
+    lines = []
+    for line in path.read_text().splitlines():
+        ep = json.loads(line)
+        if ep["phase"] == phase and ep["split"] == "eval" and ep["ex_id"] in answers:
+            ep["completion"], ep["parsed"], ep["reward"] = _completion(kg, questions[ep["ex_id"]], *answers[ep["ex_id"]])
+        lines.append(json.dumps(ep))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _resolve_one(run: Path, episode: str):
+    sb = loads_storyboard(_shots(f"  - scene: kg_path\n    duration: 2\n    params:\n      episode: {episode}\n").replace("RUN", str(run)))
+    (shot,) = resolve_shots(sb, RunData.load(run))
+    return shot
+
+
+def test_an_ungrounded_success_is_never_the_hero(run_with_kg, tiny_kg):
+    # GRPO gets the 5-hop eval-0002 right with a partial trace: a right letter, not the path
+    _set_answers(run_with_kg, tiny_kg, "grpo", {"eval-0002": ("A", "partial")})
+    data = RunData.load(run_with_kg)
+    lucky = data.eval_episode("eval-0002", "grpo")
+    assert lucky.correct and not data.grounded(lucky, data.questions["eval-0002"])
+    # the grounded query skips it: the longest remaining grounded improvement (4 hops, smallest id)
+    hero = _resolve_one(run_with_kg, "{query: [improved, grounded], from: base, to: grpo}")
+    assert hero.ex_id == "eval-0001" and hero.payload["correct"] is True
+    assert _resolve_one(run_with_kg, "{query: [correct, grounded]}").ex_id == "eval-0001"
+    # a query that does not say grounded refuses to show the lucky guess, naming it and the run
+    with pytest.raises(DataFileError) as err:
+        _resolve_one(run_with_kg, "{query: improved}")
+    assert "eval-0002" in str(err.value) and "not grounded" in str(err.value) and "fixture" in str(err.value)
+    assert err.value.line == 8
+    # ...unless the storyboard says, explicitly, that it shows a guess
+    assert _resolve_one(run_with_kg, "{query: improved, allow_ungrounded: true}").ex_id == "eval-0002"
+    # the shipped Short's hero follows the same rule
+    shots = resolve_shots(load_storyboard(REPO / "storyboards" / "short.yaml"), data)
+    heroes = {s.ex_id for s in shots if s.ex_id}
+    assert heroes == {"eval-0001"}
+    for s in shots:
+        for e in s.episodes:
+            if e["role"] == "selected":
+                ep = data.eval_episode(e["ex_id"], e["phase"])
+                assert not ep.correct or data.grounded(ep, data.questions[e["ex_id"]])
+
+
+def test_declared_fallback_shows_the_best_grounded_attempt_and_says_it_is_wrong(run_with_kg, tiny_kg):
+    # no grounded success left in GRPO: eval-0001 walks the gold chain but answers B (wrong),
+    # eval-0002 and eval-0003 are right without the path
+    _set_answers(run_with_kg, tiny_kg, "grpo", {"eval-0001": ("B", "full"), "eval-0002": ("A", "partial"),
+                                                "eval-0003": ("A", "none")})
+    data = RunData.load(run_with_kg)
+    with pytest.raises(DataFileError) as err:  # no fallback declared: a clear error, query and run named
+        _resolve_one(run_with_kg, "{query: [improved, grounded]}")
+    msg = str(err.value)
+    assert "improved + grounded" in msg and "run fixture" in msg and "no fallback" in msg
+    with pytest.raises(DataFileError) as err:  # a fallback that finds nothing: both are named
+        _resolve_one(run_with_kg, "{query: [improved, grounded], fallback: {query: [correct, grounded]}}")
+    assert "improved + grounded" in str(err.value) and "its fallback found nothing either" in str(err.value)
+    assert "correct + grounded" in str(err.value) and err.value.line == 8
+    shot = _resolve_one(run_with_kg, "{query: [improved, grounded], fallback: {query: grounded, prefer: reward}}")
+    assert shot.ex_id == "eval-0001" and shot.payload["correct"] is False
+    assert shot.selection == {"query": ["grounded"], "fallback": True}
+    # the Short's own fallback: the caption and narration say the attempt is wrong
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    kg_shot = next(s for s in resolve_shots(sb, data) if s.scene == "kg_path")
+    assert kg_shot.ex_id == "eval-0001"
+    assert kg_shot.caption.startswith("Best reasoned attempt.") and "✗ wrong" in kg_shot.caption and "✓" not in kg_shot.caption
+    assert "which is wrong" in kg_shot.narration
+    # failed_honestly: wrong, well-formed, only KG edges claimed (eval-0001 here; base's bare
+    # guesses claim nothing and SFT's partial traces claim a false edge)
+    assert _resolve_one(run_with_kg, "{query: failed_honestly}").ex_id == "eval-0001"
+    with pytest.raises(DataFileError, match="no eval question failed honestly in sft"):
+        _resolve_one(run_with_kg, "{query: failed_honestly, phase: sft}")
+
+
+def test_contradictory_or_unknown_queries_fail_at_their_line(run_with_kg):
+    for spec, fragment in [("{query: [improved, failed_honestly]}", "contradicts itself"),
+                           ("{query: [grounded, lucky]}", "unknown episode query")]:
+        with pytest.raises(DataFileError) as err:
+            _resolve_one(run_with_kg, spec)
+        assert fragment in str(err.value) and err.value.line == 8
+
+
+def test_manifest_entries_name_every_shown_episode(run_with_kg):
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    entries = [s.manifest_entry() for s in resolve_shots(sb, RunData.load(run_with_kg))]
+    assert [e["scene"] for e in entries] == ["title", "kg_path", "reward_bars", "before_after", "results_table", "title"]
+    assert entries[0]["episodes"] == [] and "selection" not in entries[0]
+    hero = {"phase": "grpo", "ex_id": "eval-0002", "role": "selected"}
+    before = {"phase": "base", "ex_id": "eval-0002", "role": "before"}
+    assert entries[1]["episodes"] == [hero, before]
+    assert entries[1]["selection"] == {"query": ["improved", "grounded"], "fallback": False}
+    # before/after: every phase's answer it draws
+    assert {(e["phase"], e["ex_id"]) for e in entries[3]["episodes"]} == {(p, "eval-0002") for p in ("base", "sft", "rsft", "grpo")}
+
+
 def test_parse_claims_reads_the_trace_format(tiny_kg):
     claims = extract_claims(tiny_kg, "NTP drift leads to TLS handshake error; TLS handshake error is caused by clock skew.")
     assert claims == [("NTPDrift", "leads_to", "TLSHandshakeError"), ("TLSHandshakeError", "caused_by", "ClockSkew")]

@@ -1,0 +1,196 @@
+"""Text that fits: every scene type laid out with the longest labels of data/kg.json.
+
+No video is rendered: each scene's ``beats()`` builds its mobjects (text is measured by pango)
+and ``theme.record_fits`` keeps every fit_text decision. The audit then checks, at the
+formats' full sizes (1080x1920 and 1920x1080), that no text was cut or ellipsised and that no
+text ended up smaller than the floor (``Layout.min_size``: 36 px em in a Short) after any
+scaling the scene applied afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("manim")
+
+from scenes.payloads import validate_payload  # noqa: E402
+
+pytestmark = pytest.mark.video
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _kg_texts() -> tuple[list[str], list[str], dict]:
+    kg = json.loads((REPO / "data" / "kg.json").read_text())
+    labels = sorted((e["label"] for e in kg["entities"]), key=lambda s: (-len(s), s))
+    rels = sorted((r["label"] for r in kg["relations"]), key=lambda s: (-len(s), s))
+    questions = [json.loads(line) for line in (REPO / "data" / "eval.jsonl").read_text().splitlines() if line.strip()]
+    longest_q = max(questions, key=lambda q: (len(q["question"]), q["id"]))
+    return labels, rels, longest_q
+
+
+def payloads() -> dict[str, dict]:
+    labels, rels, q = _kg_texts()
+    path = [f"P{i}" for i in range(6)]  # a 5-hop path of the six longest labels
+    side = [f"N{i}" for i in range(6)]
+    nodes = [{"id": pid, "label": labels[i], "type": "cause"} for i, pid in enumerate(path)]
+    nodes += [{"id": nid, "label": labels[6 + i], "type": "fix"} for i, nid in enumerate(side)]
+    edges = [{"src": a, "rel": "r", "rel_label": rels[i % len(rels)], "dst": b} for i, (a, b) in enumerate(zip(path, path[1:]))]
+    edges += [{"src": path[i % len(path)], "rel": "r", "rel_label": rels[0], "dst": nid} for i, nid in enumerate(side)]
+    options = {"A": labels[0], "B": labels[1], "C": labels[2], "D": labels[3]}
+    long_trace = " ".join(f"{labels[i]} {rels[0]} {labels[i + 1]};" for i in range(8))
+    return {
+        "title": {"title": "Teaching a small model to think in hops, one verified edge at a time",
+                  "subtitle": f"Base 0% → GRPO 41% on multi-hop questions about {labels[0]}",
+                  "footer": "Every number on screen is read from run 20261122-reference-qwen2.5-0.5b"},
+        "kg_path": {
+            "question": q["question"], "phase_label": "GRPO", "nodes": nodes, "edges": edges, "path": path,
+            "mentioned": [path[0], path[2], side[0]],
+            "wrong_edges": [{"src": path[0], "rel_label": rels[0], "dst": path[3]}],
+            "answer_label": labels[0], "predicted_label": labels[1], "correct": False,
+        },
+        "reward_bars": {
+            "title": "How the graph scores one answer, term by term", "total": 1.25, "total_range": [-3, 3],
+            "note": "each bar is scaled to the range that term took over the run's episodes",
+            "components": [{"name": "correct answer", "value": 1, "lo": -2, "hi": 1},
+                           {"name": "path reward", "value": 0.5, "lo": 0, "hi": 1.5},
+                           {"name": "verified edges", "value": 0.25, "lo": -1, "hi": 0.5},
+                           {"name": "spam penalty", "value": 0, "lo": 0, "hi": 0.5}],
+        },
+        "before_after": {
+            "question": q["question"], "options": options, "answer_star": "A",
+            "rows": [{"phase_label": ph, "trace": long_trace, "answer": f"{k}) {options[k]}", "correct": k == "A"}
+                     for ph, k in (("Base", "D"), ("SFT", "C"), ("RSFT", "B"), ("GRPO", "A"))],
+        },
+        "training_curves": {
+            "title": "Held-out accuracy and fact recall over training steps", "x_label": "training step (phases end to end)",
+            "y_label": "mean reward of sampled answers", "y_range": [0, 1],
+            "series": [{"name": "mean reward of sampled answers", "points": [[0, 0.1], [50, 0.4], [100, 0.6]]},
+                       {"name": "held-out accuracy (eval split)", "points": [[0, 0.2], [100, 0.5]]}],
+            "phase_boundaries": [{"x": 0, "label": "SFT"}, {"x": 50, "label": "RSFT"}, {"x": 75, "label": "GRPO"}],
+        },
+        "distribution_trap": {
+            "title": "Train on easy questions or on hard ones?", "y_label": "held-out accuracy",
+            "note": "95% Wilson intervals; n = held-out questions per condition",
+            "bars": [{"label": "trained on easy (2-3 hop) questions", "value": 0.4, "lo": 0.35, "hi": 0.45, "n": 300},
+                     {"label": "trained on hard (4-6 hop) questions", "value": 0.6, "lo": 0.5, "hi": 0.7, "n": 300}],
+        },
+        "results_table": {
+            "title": "Held-out accuracy by phase",
+            "columns": ["Phase", "Accuracy (95% CI)", "2-hop", "3-hop", "4-hop", "5-hop", "6-hop", "Path coverage", "Shuffled"],
+            "rows": [[ph, "41% (35–46%)", "63%", "48%", "37%", "29%", "21%", "87%", "39%"] for ph in ("Base", "SFT", "RSFT", "GRPO")],
+            "highlight_row": 3, "note": "n = 300 questions per phase; 95% Wilson intervals",
+        },
+    }
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def layout_audit(scene_type: str, payload: dict, width: int, height: int, tmp: Path) -> tuple[list, object]:
+    """Every fit_text decision of one scene laid out at ``width`` x ``height`` (no rendering)."""
+    from manim import config, tempconfig
+
+    from scenes.registry import SCENE_TYPES
+    from scenes.render_clip import FRAME_HEIGHT
+    from scenes.theme import layout_for, record_fits
+
+    model = validate_payload(scene_type, payload)
+    with tempconfig({"pixel_width": width, "pixel_height": height, "frame_height": FRAME_HEIGHT,
+                     "frame_width": FRAME_HEIGHT * width / height, "media_dir": str(tmp / "media"),
+                     "text_dir": str(tmp / "texts"), "disable_caching": True, "verbosity": "WARNING"}):
+        scene = SCENE_TYPES[scene_type][0](payload=model, duration=6.0)
+        scene.L = layout_for(config.frame_width, config.frame_height)
+        with record_fits() as fits:
+            scene.beats()
+    return list(fits), scene.L
+
+
+def _drawn(f) -> bool:
+    # candidates a scene built and discarded (e.g. a layout tried at two sizes) stay at the origin
+    return abs(f.mob.get_center()[0]) > 1e-6 or abs(f.mob.get_center()[1]) > 1e-6
+
+
+def problems(fits, L, pixel_height: int) -> list[str]:
+    from scenes.theme import abbreviate, em_pixels
+
+    out = []
+    for f in fits:
+        shown = " ".join(f.lines)
+        if "…" in shown and "…" not in f.text:
+            out.append(f"ellipsis: {shown!r}")
+        if f.excerpt:
+            if not re.search(r"\(\+\d+ more words?\)$", shown):
+                out.append(f"unmarked excerpt: {shown!r}")
+        elif _squash(shown) not in (_squash(f.text), _squash(abbreviate(f.text))):
+            out.append(f"cut: {f.text!r} drawn as {shown!r}")
+        (left, bottom, _), (right, top, _) = f.mob.get_corner([-1, -1, 0]), f.mob.get_corner([1, 1, 0])
+        fr = L.frame
+        if left < fr.left - 1e-3 or right > fr.right + 1e-3 or bottom < fr.bottom - 1e-3 or top > fr.top + 1e-3:
+            out.append(f"off frame (cut by the edge): {f.text!r}")
+        if L.portrait and bottom < L.captions.top - 1e-3 and f.mob.get_family() and _drawn(f):
+            out.append(f"under the caption band: {f.text!r}")
+        if f.effective_size < L.min_size - 1e-6:
+            out.append(f"too small: {f.text!r} at font_size {f.effective_size:.1f} "
+                       f"({em_pixels(f.effective_size, pixel_height):.0f} px) < {L.min_size:.1f}")
+    return out
+
+
+@pytest.mark.parametrize("scene_type", sorted(payloads()))
+@pytest.mark.parametrize("size", [(1080, 1920), (1920, 1080)], ids=["short", "explainer"])
+def test_every_scene_fits_the_longest_labels_uncut_and_legible(scene_type, size, tmp_path):
+    w, h = size
+    fits, L = layout_audit(scene_type, payloads()[scene_type], w, h, tmp_path)
+    assert fits, "the scene drew no text through fit_text"
+    assert problems(fits, L, h) == []
+    if h > w:  # the Short: body text at least 36 px em at 1080x1920
+        from scenes.theme import em_pixels
+
+        assert min(em_pixels(f.effective_size, h) for f in fits) >= 36 - 1e-6
+    # the longest KG label is on screen whole in the scenes that show entities
+    if scene_type in ("kg_path", "before_after"):
+        longest = _kg_texts()[0][0]
+        assert any(_squash(longest) in _squash(" ".join(f.lines)) for f in fits)
+
+
+def test_fit_text_shrinks_then_wraps_then_abbreviates_never_cuts(tmp_path):
+    from manim import tempconfig
+
+    from scenes.theme import fit_text, record_fits, wrap_lines
+
+    assert wrap_lines("restart process holding deleted files", 12) == ["restart", "process", "holding", "deleted", "files"]
+    with tempconfig({"pixel_width": 1080, "pixel_height": 1920, "frame_height": 8.0, "frame_width": 4.5,
+                     "text_dir": str(tmp_path / "texts"), "verbosity": "WARNING"}):
+        with record_fits() as fits:
+            fit_text("restart process holding deleted files", 16, 10.0, 1)  # fits as asked
+            fit_text("restart process holding deleted files", 16, 2.0, 1)  # smaller, then more lines
+            fit_text("Accuracy", 20, 0.5, 1)  # a known short form, then (if still too wide) the floor
+    big, wrapped, short = fits
+    assert big.size == 16 and len(big.lines) == 1
+    assert wrapped.size < 16 and wrapped.size >= wrapped.floor and len(wrapped.lines) > 1
+    assert _squash(" ".join(wrapped.lines)) == _squash("restart process holding deleted files")
+    assert short.abbreviated and short.lines == ["Acc."]
+
+
+def test_the_audit_catches_cut_small_and_off_frame_text(tmp_path):
+    from manim import tempconfig
+
+    from scenes.theme import TextFit, fit_text, layout_for, record_fits
+
+    with tempconfig({"pixel_width": 1080, "pixel_height": 1920, "frame_height": 8.0, "frame_width": 4.5,
+                     "text_dir": str(tmp_path / "texts"), "verbosity": "WARNING"}):
+        L = layout_for(4.5, 8.0)
+        with record_fits() as fits:
+            fit_text("renew the certificate", 14, 4.0, 1).scale(0.5)  # a scene scaling text afterwards
+            fit_text("renew the certificate", 14, 4.0, 1).shift([3, 0, 0])  # pushed past the frame edge
+        cut = TextFit("renew the certificate", ["renew the…"], 14, L.min_size, 4.0, False, False,
+                      fits[0].mob.copy(), fits[0].mob.height)
+        found = problems([*fits, cut], L, 1920)
+    assert any(x.startswith("too small") for x in found)
+    assert any(x.startswith("off frame") for x in found)
+    assert any(x.startswith("ellipsis") for x in found) and any(x.startswith("cut") for x in found)
