@@ -64,6 +64,9 @@ CASES: dict[str, dict] = {
                                   "batch_size": 1, "grad_accum": 2},
     "cover_full_lr4e-4_k2_q600": {"method": "full", "learning_rate": 4e-4, "knowledge_epochs": 2, "n_questions": 600,
                                   "batch_size": 1, "grad_accum": 2},
+    # the same 600 question rows twice: do the facts stick with a second pass?
+    "cover_full_lr2e-4_k2_q600_e2": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                     "question_epochs": 2, "batch_size": 1, "grad_accum": 2},
     "cover_full_lr1e-4_k0_q720": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 0, "n_questions": 720,
                                   "batch_size": 1, "grad_accum": 2},
 }
