@@ -95,6 +95,37 @@ class ModelSpec:
                 "resolved": str(self.path) if self.path is not None else None}
 
 
+def keep_freed_memory() -> bool:
+    """Tell glibc's malloc to keep freed memory instead of handing it back to the kernel.
+
+    Every training step frees and re-allocates the same large buffers (a 540 MB gradient for
+    full fine-tuning, 32 MB of logits per 165-token row). glibc serves blocks over 32 MB with a
+    fresh ``mmap`` and unmaps them on free, so each step pays page faults and zeroing again.
+    Measured here (one 135M fp32 forward+backward, median of 5): 20 tokens 0.58 -> 0.23 s,
+    165 tokens 0.79-0.86 -> 0.76-0.77 s, 330 tokens 1.59-1.86 -> 1.40-1.48 s. Hand-written
+    because it is one ``mallopt`` call (the env-var form, ``MALLOC_MMAP_MAX_=0``, must be set
+    before the process starts). Returns whether it applied (glibc only; a no-op elsewhere).
+
+    >>> isinstance(keep_freed_memory(), bool)
+    True
+    """
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    # Serve every block from the heap (no per-allocation mmap) and never trim the heap's top.
+    ok_mmap = libc.mallopt(m_mmap_max, 0) == 1
+    ok_trim = libc.mallopt(m_trim_threshold, ctypes.c_int(2**31 - 1)) == 1
+    return ok_mmap and ok_trim
+
+
 def resolve_model_spec(spec: str = "embedded", *, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> ModelSpec:
     """Turn a user-facing spec string into a :class:`ModelSpec` (no loading, no I/O beyond a stat)."""
     cache_dir = Path(cache_dir)

@@ -298,7 +298,10 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
 
         t0 = time.perf_counter()
         blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
-        in_trace = trace_recall(model, tokenizer, kg, selection.eval)
+        n_trace = config.eval.n_trace_recall
+        traced = (selection.eval if n_trace is None
+                  else select_balanced(selection.eval, n_trace, f"{config.seed}:trace_recall"))
+        in_trace = trace_recall(model, tokenizer, kg, traced)
         in_trace.pop("hits")
         blocks["facts"]["in_trace"] = in_trace
         console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
@@ -385,9 +388,10 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
 
     from library.backends.phases import RunContext
     from library.backends.torch_phases import TorchBackend
-    from library.model import load_model, model_info
+    from library.model import keep_freed_memory, load_model, model_info
     from library.reward import RewardConfig, RewardModel
 
+    keep_freed_memory()  # faster training steps on CPU (see its docstring)
     backend = backend if backend is not None else TorchBackend()
     console = console or Console(stderr=True)
     if config.threads:  # evaluation is torch on every backend
@@ -465,7 +469,8 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
             return run
 
     if config.distribution.enabled and "distribution" not in completed:
-        metrics["distribution"] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console)
+        metrics["distribution"] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
+                                                   main_rsft=metrics.get("training", {}).get("rsft"))
         run.write_metrics(metrics)
         did_work = True
         completed.append("distribution")
@@ -511,12 +516,17 @@ def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_sta
 
 # ----------------------------------------------------------------------------- distribution
 def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
-                     selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
+                     selection: Selection, run: RunDir, console: Console,
+                     main_rsft: dict[str, Any] | None = None) -> dict[str, Any]:
     """RSFT from the SFT result (``policy("sft")``: a trainable policy, from the torch backend) on
     each training distribution, each evaluated on the same eval subset.
 
     Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
     rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
+    The condition the main RSFT phase already trained (``config.rsft.distribution``, from the
+    same SFT result with the same settings; ``main_rsft`` is its training info) is not trained
+    twice: its adapter is evaluated on the subset, and the entry says ``"from_phase": "rsft"``.
+    Both conditions then sample prompts SFT never showed (the main RSFT pool; train_hard).
     """
     from transformers import set_seed
 
@@ -536,16 +546,25 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
         sub = RunDir(run.path / "distribution" / cond)
         sub.path.mkdir(parents=True, exist_ok=True)
         settings = config.rsft.model_copy(update={"distribution": cond})
-        prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed, exclude=grpo_ids)
         t0 = time.perf_counter()
-        start = policy("sft")
-        model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
-                              ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
-                              adapter_dir=run.path / "adapters" / "distribution" / cond,
-                              seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True,
-                              generation=config.generation)
-        # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
-        filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+        reused = main_rsft is not None and cond == config.rsft.distribution and config.rsft.enabled
+        if reused:
+            console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, same settings)[/]")
+            model = policy("rsft")
+            n_winners, n_prompts = main_rsft.get("n_winners"), main_rsft.get("n_prompts")
+            filter_episodes(sub, lambda ep: False)  # an eval left by an interrupted attempt: redo it
+        else:
+            prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed,
+                                     exclude=grpo_ids)
+            start = policy("sft")
+            model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
+                                  ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
+                                  adapter_dir=run.path / "adapters" / "distribution" / cond,
+                                  seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True,
+                                  generation=config.generation)
+            n_winners, n_prompts = res.n_winners, res.n_prompts
+            # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
+            filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
         model.eval()
         block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
                          batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
@@ -555,6 +574,8 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
         out[cond].update({"by_hop": block.get("by_hop", {}), "train_split": train_split,
-                          "n_winners": res.n_winners, "n_prompts": res.n_prompts,
+                          "n_winners": n_winners, "n_prompts": n_prompts,
                           "seconds": round(time.perf_counter() - t0, 2)})
+        if reused:
+            out[cond]["from_phase"] = "rsft"
     return out

@@ -34,7 +34,8 @@ TINY_OVERRIDES = {
     "rsft": {"n_prompts": 2, "k_samples": 2, "max_new_tokens": 8, "max_steps": 1, "batch_size": 2, "save_steps": 1},
     "grpo": {"n_prompts": 2, "prompts_per_step": 1, "num_generations": 2, "max_completion_length": 8,
              "max_steps": 2, "save_steps": 1},
-    "eval": {"n_eval": 4, "n_train_sample": 2, "batch_size": 8, "max_new_tokens": 8, "shuffled": True},
+    "eval": {"n_eval": 4, "n_train_sample": 2, "batch_size": 8, "max_new_tokens": 8, "shuffled": True,
+             "n_trace_recall": 2},
 }
 
 
@@ -287,6 +288,27 @@ def test_distribution_experiment_trains_on_each_split(tmp_path):
     assert run.read_meta()["phases_completed"] == ["base", "sft", "distribution"]
 
 
+def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
+    """With the main RSFT phase on (easy, from SFT), the easy condition is that phase's adapter,
+    evaluated on the distribution subset, not a second identical RSFT; hard still trains."""
+    from library.runs import RunDir
+    from library.train import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, grpo={"enabled": False},
+                         distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
+    run = run_training(config, tmp_path / "run")
+    metrics = run.read_metrics()
+    dist = metrics["distribution"]
+    assert dist["easy"]["from_phase"] == "rsft" and "from_phase" not in dist["hard"]
+    assert dist["easy"]["n_prompts"] == metrics["training"]["rsft"]["n_prompts"]
+    easy, hard = (RunDir(run.path / "distribution" / c) for c in ("easy", "hard"))
+    assert not [e for e in easy.read_episodes() if getattr(e, "kind", None) == "rollout"]
+    assert len(easy.read_episodes(split="eval")) == 4
+    assert [e for e in hard.read_episodes() if getattr(e, "kind", None) == "rollout"]
+    assert not (run.path / "checkpoints" / "distribution" / "easy").exists()
+
+
 def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     """sft.method=full: SFT (with the knowledge stage) trains every weight and saves a whole model;
     RSFT and GRPO put LoRA adapters on that model; a run killed after SFT resumes from the saved
@@ -313,6 +335,7 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
     in_trace = metrics["facts"]["sft"]["in_trace"]  # recall inside the gold TRACE, per hop
     assert in_trace["n"] > 0 and "hits" not in in_trace
+    assert in_trace["n"] <= 2 * 5  # eval.n_trace_recall=2 questions of at most 5 hops each
     assert 0 <= in_trace["recall"] <= 1 and set(in_trace["by_hop"]) <= {"0", "1", "2", "3", "4"}
     # paired comparisons on the same eval questions, recomputable from episodes.jsonl
     assert {"sft-base", "rsft-sft", "grpo-sft"} <= set(metrics["comparisons"])
