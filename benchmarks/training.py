@@ -10,20 +10,23 @@ same process, on the same machine state:
 
 - ``baseline``: the first version's SFT: LoRA r=16 on all projections, batches of 8 question
   rows padded to the longest (pad tokens computed and masked), lr 2e-4;
-- ``pipeline``: the quick profile's SFT settings (``library/profiles/quick.yaml``): the
-  knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no pad
-  token computed), full fine-tuning or LoRA as configured, fused AdamW.
+- ``pipeline_default_malloc``: the quick profile's SFT settings (``library/profiles/quick.yaml``):
+  the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
+  pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
+  allocator settings (run it without ``MALLOC_MMAP_MAX_`` in the environment, as ``make bench`` does);
+- ``pipeline``: the same rows after ``library.model.keep_freed_memory()``, as ``kgr train`` runs.
 
 Real tokens are the tokens of the rows trained on (prompt and completion; padding excluded),
 counted from the rows themselves, over the time of all steps. The last line
-is one JSON object: ``real_tok_s`` (pipeline), ``baseline_real_tok_s``, ``ratio`` and the
-padded share of the baseline's computed tokens.
+is one JSON object: ``real_tok_s`` (pipeline), ``baseline_real_tok_s``, ``ratio``, the
+padded share of the baseline's computed tokens and ``default_malloc_real_tok_s``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -79,7 +82,7 @@ def main() -> None:
     import torch
 
     from library.config import LoraSettings, load_config
-    from library.model import load_model
+    from library.model import keep_freed_memory, load_model
     from library.sft import question_rows, sft_examples, sft_rows
     from library.train import load_data, make_selection
 
@@ -96,15 +99,22 @@ def main() -> None:
     base = measure("baseline", model, tok, baseline_rows, steps=args.steps, batch_size=8, padding_free=False,
                    full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4)
 
-    model, tok = load_model(cfg.model)  # fresh weights: the baseline's adapter was unloaded, not merged
     examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
-    pipe = measure("pipeline", model, tok, pipeline_rows, steps=args.steps, batch_size=cfg.sft.batch_size,
-                   padding_free=cfg.sft.padding_free, full=cfg.sft.method == "full", lora=cfg.sft.lora,
-                   learning_rate=cfg.sft.learning_rate)
+    measured = {}
+    for name in ("pipeline_default_malloc", "pipeline"):
+        if name == "pipeline":
+            keep_freed_memory()
+        model, tok = load_model(cfg.model)  # fresh weights for each case
+        measured[name] = measure(name, model, tok, pipeline_rows, steps=args.steps, batch_size=cfg.sft.batch_size,
+                                 padding_free=cfg.sft.padding_free, full=cfg.sft.method == "full",
+                                 lora=cfg.sft.lora, learning_rate=cfg.sft.learning_rate)
+    pipe = measured["pipeline"]
     print(json.dumps({"real_tok_s": pipe["real_tok_s"], "baseline_real_tok_s": base["real_tok_s"],
                       "ratio": round(pipe["real_tok_s"] / base["real_tok_s"], 2),
+                      "default_malloc_real_tok_s": measured["pipeline_default_malloc"]["real_tok_s"],
+                      "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
                       "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method,
                       "threads": args.threads, "model": args.model}))
 
