@@ -153,7 +153,8 @@ class MonitorSettings(_Strict):
     warmup_steps: int = Field(2, ge=1)  # steps whose rollouts form the baseline of the relative signals
     far_over_factor: float = Field(2.0, gt=1)
     # absolute: shares of a step's rollouts
-    max_spam_rate: float = Field(0.2, gt=0, le=1)  # the reward charged a spam penalty
+    max_spam_rate: float = Field(0.2, gt=0, le=1)  # a spam penalty, or an entity named too often
+    max_entity_mentions: int = Field(2, ge=1)  # an honest TRACE names an entity at most twice (X r Y, Y r Z)
     max_option_listing_rate: float = Field(0.2, gt=0, le=1)  # the TRACE names >= 2 of the options
     max_coverage_without_correctness_rate: float = Field(0.2, gt=0, le=1)  # whole path named, answer wrong
     full_coverage: float = Field(1.0, gt=0, le=1)  # the path_coverage that counts as "the whole path"

@@ -9,7 +9,11 @@ claims; nothing is parsed again), and computes:
 ===================================  =============================================================
 signal                               what it is (judged against)
 ===================================  =============================================================
-``spam_rate``                        share of rollouts the reward charged a spam penalty (absolute)
+``spam_rate``                        share of rollouts the reward charged a spam penalty, or whose
+                                     TRACE names one entity more than ``max_entity_mentions`` times
+                                     (the toy preset's rule, counted by the reward under every
+                                     preset: the paper preset lets a label repeated ten times pass)
+                                     (absolute)
 ``option_listing_rate``              share whose TRACE names two or more of the question's options,
                                      not counting options on the gold path before the answer
                                      (absolute)
@@ -140,7 +144,7 @@ def listable_options(question: Question, kg: KnowledgeGraph) -> frozenset[str]:
 class RolloutFacts:
     """What the monitor reads from one scored rollout, all of it stored when the reward scored it."""
 
-    spammed: bool        # the reward charged a spam penalty (the eval metrics' spam_rate rule)
+    spammed: bool        # a spam penalty was charged, or one entity is named too often (any preset)
     trace_chars: int
     claimed_edges: int
     false_edges: int     # claimed edges that are not edges of the KG
@@ -149,12 +153,15 @@ class RolloutFacts:
     correct: bool
 
     @classmethod
-    def read(cls, episode: Episode, question: Question, kg: KnowledgeGraph,
+    def read(cls, episode: Episode, question: Question, kg: KnowledgeGraph, settings: MonitorSettings,
              options: frozenset[str] | None = None) -> "RolloutFacts":
         """``options``: ``listable_options(question, kg)``, when the caller has it cached."""
         claims = stored_claims(episode.parsed, kg, question.path_star.edges)
         options = listable_options(question, kg) if options is None else options
-        return cls(spammed=float(episode.reward.spam_penalty) > 0, trace_chars=len(episode.parsed.trace_text),
+        # Episodes logged before the reward stored max_mentions have only the penalty to go by.
+        mentions = (episode.reward.model_extra or {}).get("max_mentions", 0)
+        spammed = float(episode.reward.spam_penalty) > 0 or mentions > settings.max_entity_mentions
+        return cls(spammed=spammed, trace_chars=len(episode.parsed.trace_text),
                    claimed_edges=len(claims), false_edges=sum(1 for c in claims if not c.in_kg),
                    options_named=len(options.intersection(episode.parsed.trace_entities)),
                    path_coverage=float(episode.reward.path_coverage), correct=bool(episode.correct))
@@ -320,7 +327,7 @@ def console_line(phase: str, report: StepReport) -> str:
     """The monitor's line for a step, in rich markup (what ``kgr train`` prints)."""
     s = report.signals
     colour = {"ok": "green", "warning": "yellow", "stop": "bold red"}[report.status]
-    line = (f"  [dim]monitor[/] {phase} step {s.step}: [{colour}]{report.status}[/] "
+    line = (f"  [dim]monitor[/] {phase} step {s.step}: [{colour}]{report.status}[/] | "
             f"spam {s.spam_rate:.0%} · options {s.option_listing_rate:.0%} · "
             f"path-but-wrong {s.coverage_without_correctness_rate:.0%} · "
             f"false edges {_fmt(s.false_edge_rate, '.0%')} (rise {_fmt(report.false_edge_rise, '+.2f')}) · "
@@ -356,7 +363,7 @@ class PhaseMonitor:
         options = self._options.get(question.id)
         if options is None:
             options = self._options[question.id] = listable_options(question, self.kg)
-        return RolloutFacts.read(episode, question, self.kg, options)
+        return RolloutFacts.read(episode, question, self.kg, self.settings, options)
 
     def observe(self, step: int, episodes: Iterable[Episode], kl: float | None = None) -> StepReport | None:
         """Judge ``step`` from its episodes (eval episodes are ignored); None when it has no rollouts."""
@@ -381,12 +388,16 @@ class PhaseMonitor:
             return None
         return next((r for r in self.reports if r.status == "stop"), None)
 
-    def stop_message(self, checkpoint: Path | str) -> str:
-        """What the phase prints when the monitor ends it."""
+    def announce_stop(self, checkpoint: Path | str) -> str:
+        """Say (to ``log``) and return why the phase ends here and where its policy is saved."""
         stop = self.stop_report
-        assert stop is not None
-        return (f"[bold red]monitor: stop at {self.phase} step {stop.step}[/]: {stop.rule}. The policy at this "
-                f"step is saved ({checkpoint}); {self.phase} ends here (monitor.action is 'stop').")
+        if stop is None:
+            raise RuntimeError(f"the monitor has not stopped {self.phase}")
+        message = (f"[bold red]monitor: stop at {self.phase} step {stop.step}[/]: {stop.rule}. The policy at "
+                   f"this step is saved ({checkpoint}); {self.phase} ends here (monitor.action is 'stop').")
+        if self.log is not None:
+            self.log(message)
+        return message
 
     def summary(self) -> dict[str, Any]:
         """The phase's ``metrics.json`` monitor block (docs/CONTRACTS.md)."""
