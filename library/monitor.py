@@ -41,7 +41,10 @@ TRACE length depends on the questions' hop counts, so those two are compared wit
 trains, so it is judged on the absolute signals only (there is no earlier step to rise over).
 
 The monitor is a pure function of a step's rollouts (and the trainer's KL), so a finished run is
-checked again from its episodes.jsonl with :func:`monitor_run` (``kgr monitor RUN``).
+checked again from its episodes.jsonl with :func:`monitor_run` (``kgr monitor RUN``), and that is
+how ``library.train`` writes metrics.json's ``monitor`` block for every backend. The live monitor
+(and so a stop) runs in the torch and unsloth backends' RSFT and GRPO; the mlx backend's own RL
+loops are judged only afterwards.
 
 >>> from library.config import MonitorSettings
 >>> s = MonitorSettings()
