@@ -148,6 +148,39 @@ def train(
     console.print(str(result.path))
 
 
+@app.command()
+def monitor(
+    run: Path = typer.Argument(..., help="A run folder (read only)."),
+    out: Path = typer.Option(None, help="Write the report (settings and every step) as JSON here."),
+    data_dir: Path = typer.Option(None, "--data", help="Question files of the rollouts (default: the run's data_dir)."),
+    kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
+) -> None:
+    """Recompute the reward-hacking monitor of a run from its episodes.jsonl: per RSFT round and
+    GRPO step, the signals and the status (ok / warning / stop) with the rule that fired.
+
+    Exits 1 when a step is judged stop, 0 otherwise.
+    """
+    from library.jsonl import atomic_write_json
+    from library.monitor import monitor_run
+
+    try:
+        report = monitor_run(run, data_dir=data_dir, kg_path=kg,
+                             log=lambda line: console.print(line, soft_wrap=True, highlight=False))
+    except DataFileError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    if out is not None:
+        atomic_write_json(out, report)
+    for phase, block in report["phases"].items():
+        stop = block["stop_step"]
+        typer.echo(f"{phase}: {block['status']} over {len(block['steps'])} step(s)"
+                   + (f"; first stop at step {stop}" if stop is not None else ""))
+    if not report["phases"]:
+        typer.echo("no RSFT or GRPO rollouts in this run")
+    if any(block["stop_step"] is not None for block in report["phases"].values()):
+        raise typer.Exit(1)
+
+
 def _load_plugins() -> None:
     for ep in sorted(entry_points(group="kgr.plugins"), key=lambda e: e.name):
         try:

@@ -136,6 +136,37 @@ class GRPOSettings(_Strict):
     save_steps: int = Field(10, ge=1)
 
 
+class MonitorSettings(_Strict):
+    """The reward-hacking monitor of the RL phases (library/monitor.py): per RSFT round or GRPO
+    step, signals read from that step's scored rollouts, each against its threshold. One signal
+    over its threshold is a warning; two over, or one over ``far_over_factor`` times its
+    threshold, is a stop, which (``action: stop``) saves a checkpoint and ends the phase.
+
+    Spam, listed options and full-path-but-wrong answers are ~0 for an honest policy of any
+    skill, so their thresholds are absolute. False edges and trace length are not: the quick
+    run's SFT policy already claims ~50% false edges in its RSFT samples (a weak model, not a
+    hack), so they are judged as a rise over the first ``warmup_steps`` steps.
+    """
+
+    enabled: bool = True
+    action: Literal["warn", "stop"] = "stop"
+    warmup_steps: int = Field(2, ge=1)  # steps whose rollouts form the baseline of the relative signals
+    far_over_factor: float = Field(2.0, gt=1)
+    # absolute: shares of a step's rollouts
+    max_spam_rate: float = Field(0.2, gt=0, le=1)  # a spam penalty, or an entity named too often
+    max_entity_mentions: int = Field(2, ge=1)  # an honest TRACE names an entity at most twice (X r Y, Y r Z)
+    max_option_listing_rate: float = Field(0.2, gt=0, le=1)  # the TRACE names >= 2 of the options
+    max_coverage_without_correctness_rate: float = Field(0.2, gt=0, le=1)  # whole path named, answer wrong
+    full_coverage: float = Field(1.0, gt=0, le=1)  # the path_coverage that counts as "the whole path"
+    # relative to the warm-up steps
+    max_false_edge_rise: float = Field(0.25, gt=0, le=1)  # points of false-edge rate above warm-up
+    min_claims: int = Field(8, ge=1)  # fewer claimed edges in a step (or the warm-up): rate not judged
+    max_trace_chars_z: float = Field(3.0, gt=0)  # mean TRACE length, in warm-up standard deviations
+    trace_chars_sd_floor: float = Field(20.0, gt=0)  # a warm-up of near-identical traces is no yardstick
+    # the trainer's own measure of drift (GRPO's KL to the starting adapter, mean per token)
+    max_kl: float = Field(0.5, gt=0)
+
+
 class GenerationSettings(_Strict):
     """How every phase generates (eval answers, RSFT samples): one engine for all of them.
 
@@ -185,6 +216,7 @@ class TrainConfig(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     distribution: DistributionSettings = Field(default_factory=DistributionSettings)
+    monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -64,13 +65,15 @@ class RolloutScorer:
     """
 
     def __init__(self, questions: Sequence[Any], reward_model, run, *, forbidden_ids: Iterable[str] = (),
-                 log_episodes: bool = True):
+                 log_episodes: bool = True, keep_steps: bool = False):
         self.by_id = {q.id: q for q in questions}
         self.reward_model = reward_model
         self.run = run
         self.forbidden_ids = set(forbidden_ids)
         self.weights = component_weights(reward_model.config)
         self.log_episodes = log_episodes
+        # keep_steps: hold each step's episodes until take_step() hands them to the monitor
+        self.steps: dict[int, list[Episode]] | None = {} if keep_steps else None
         self._key: tuple | None = None
         self._scored: list[Any] = []
         self.n_logged = 0
@@ -87,10 +90,18 @@ class RolloutScorer:
             weighted = sum(self.weights[name] * float(parts[comp]) for name, comp in COMPONENT_FUNCS)
             if not math.isclose(weighted, float(s.reward.total), rel_tol=1e-9, abs_tol=1e-9):
                 raise RuntimeError(f"reward components do not sum to the total: {weighted} != {s.reward.total}")
-        if self.log_episodes:
-            self.n_logged += self.run.append_episodes(rollout_episodes(questions, completions, scored, step=step))
+        if self.log_episodes or self.steps is not None:
+            episodes = rollout_episodes(questions, completions, scored, step=step)
+            if self.log_episodes:
+                self.n_logged += self.run.append_episodes(episodes)
+            if self.steps is not None:
+                self.steps.setdefault(step, []).extend(episodes)
         self._key, self._scored = key, scored
         return scored
+
+    def take_step(self, step: int) -> list[Episode]:
+        """The episodes scored for ``step`` (once: they are handed over, not kept)."""
+        return (self.steps or {}).pop(step, [])
 
     def reward_function(self, name: str, component: str) -> Callable[..., list[float]]:
         def fn(prompts, completions, ex_id, trainer_state=None, **kwargs) -> list[float]:
@@ -130,6 +141,7 @@ class GRPOResult:
     seconds: float = 0.0
     resumed_from: str | None = None
     reward_weights: dict[str, float] = field(default_factory=dict)
+    stopped_by_monitor: dict[str, Any] | None = None  # {"step", "rule"} when the monitor ended the phase
 
 
 def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
@@ -178,6 +190,43 @@ def _trainer_log_callback(sink: list[dict[str, Any]]):
     return _Sink()
 
 
+def _monitor_callback(monitor, scorer: RolloutScorer):
+    """Judges each optimizer step when the trainer logs it (``logging_steps=1``: every step, with
+    the step's KL), and ends training with a checkpoint when the monitor stops the phase."""
+    from transformers import TrainerCallback
+
+    class _Monitor(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            step = int(state.global_step)
+            episodes = scorer.take_step(step)  # empty for the run summary logged after the last step
+            if not episodes:
+                return
+            kl = (logs or {}).get("kl")
+            monitor.observe(step, episodes, kl if isinstance(kl, (int, float)) else None)
+            if monitor.stop_report is not None:
+                # the Trainer saves right after on_log when should_save is set, then leaves its loop
+                control.should_save = True
+                control.should_training_stop = True
+
+    return _Monitor()
+
+
+def _seed_monitor(monitor, run, resume_from: Path | None) -> None:
+    """A resumed phase: judge the steps its checkpoint covers again, so the warm-up (and any
+    stop) is the one the interrupted process saw; their KL is in the checkpoint's trainer state."""
+    from library.monitor import kl_by_step
+
+    kl: dict[int, float] = {}
+    state = Path(resume_from) / "trainer_state.json" if resume_from else None
+    if state is not None and state.exists():
+        kl = kl_by_step(json.loads(state.read_text(encoding="utf-8")).get("log_history", []))
+    by_step: dict[int, list[Any]] = defaultdict(list)
+    for ep in run.iter_episodes(phase="grpo"):
+        by_step[ep.step].append(ep)
+    for step in sorted(by_step):
+        monitor.observe(step, by_step[step], kl.get(step))
+
+
 def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any]] = ()) -> list[dict[str, float]]:
     """One point per step from the logged rollouts: means over that step's rollouts of the
     stored reward, verdict and format, plus the trainer's loss and KL from ``log_history``."""
@@ -210,11 +259,15 @@ def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any
 
 def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
-             resume: bool = True, callbacks: list | None = None):
+             resume: bool = True, callbacks: list | None = None, monitor: Any = None):
     """Phase 4 on ``model`` (a PeftModel with a trainable "default" adapter). Returns ``(model, GRPOResult)``.
 
     ``questions`` is the RL pool (training questions held out of SFT). Rollouts already logged
     for steps after the checkpoint we resume from are dropped first (they are regenerated).
+
+    ``monitor`` (a :class:`library.monitor.PhaseMonitor`) judges every step from its rollouts
+    and the trainer's KL; a stop saves a checkpoint at that step and ends training there (the
+    adapter saved as the phase's result is the policy of that step).
     """
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -233,14 +286,19 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     keep_upto = checkpoint_step(resume_from)
     filter_episodes(run, lambda ep: not (ep.get("phase") == "grpo" and int(ep.get("step", 0)) > keep_upto))
 
-    scorer = RolloutScorer(questions, reward_model, run, forbidden_ids=forbidden_ids)
+    max_steps = settings.max_steps
+    if monitor is not None:
+        _seed_monitor(monitor, run, resume_from)
+        if monitor.stop_report is not None:  # the interrupted process had stopped here: go no further
+            max_steps = min(max_steps, monitor.stop_report.step)
+    scorer = RolloutScorer(questions, reward_model, run, forbidden_ids=forbidden_ids, keep_steps=monitor is not None)
     funcs, weights = scorer.reward_functions()
     rows = [{"prompt": format_prompt(tokenizer, q.prompt), "ex_id": q.id} for q in questions]
     completions_per_step = settings.prompts_per_step * settings.num_generations
     args = GRPOConfig(
         **cpu_training_args(
             output_dir=str(ckpt_dir),
-            max_steps=settings.max_steps,
+            max_steps=max_steps,
             per_device_train_batch_size=completions_per_step,
             gradient_accumulation_steps=1,
             num_generations=settings.num_generations,
@@ -270,7 +328,8 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        callbacks=[_trainer_log_callback(trainer_logs), *(callbacks or [])],
+        callbacks=[_trainer_log_callback(trainer_logs),
+                   *([_monitor_callback(monitor, scorer)] if monitor is not None else []), *(callbacks or [])],
         rollout_func=pipeline_rollout_func(tokenizer, settings, seed) if settings.pipeline_generator else None,
     )
     report = trainable_report(trainer.model)
@@ -283,6 +342,9 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
 
     peft_model = trainer.model
     save_adapter(peft_model, Path(adapter_dir))
+    stop = monitor.stop_report if monitor is not None else None
+    if stop is not None:
+        monitor.announce_stop(f"{ckpt_dir}/checkpoint-{stop.step}, {adapter_dir}")
     history = list(trainer.state.log_history)
     curve = curve_from_episodes(run.iter_episodes(phase="grpo"), history)
     peft_model.eval()
@@ -291,6 +353,7 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         n_episodes=sum(1 for ep in run.iter_episodes(phase="grpo") if ep.kind == ROLLOUT_KIND),
         curve=curve, seconds=seconds, resumed_from=str(resume_from) if resume_from else None,
         reward_weights=dict(scorer.weights),
+        stopped_by_monitor={"step": stop.step, "rule": stop.rule} if stop is not None else None,
     )
 
 

@@ -45,7 +45,8 @@ Components of the total, for every preset::
     total = correctness                                              (correctness_only)
 
 ``edge_reward`` is measured and logged under every preset, so a run trained without it
-still shows whether its model learned to state false chains.
+still shows whether its model learned to state false chains; so is ``max_mentions`` (the most
+times the TRACE names one entity), so that entity spam shows under the paper preset too.
 
 ``path_reward`` is the path term before the spam penalty and ``spam_penalty`` the amount
 the penalty removes, so the four bars of the video add up to the total under both presets.
@@ -560,6 +561,15 @@ class RewardModel:
         gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
         n_ents = len(ents)
         distinct = set(ents)
+        # The most times one entity is named: measured under every preset (the toy spam rule reads
+        # it; the paper preset prices token repetition instead, so a multi-word label repeated ten
+        # times passes it, and the RL monitor needs the count to see that spam anyway).
+        if n_ents == len(distinct):
+            max_mentions = 1 if n_ents else 0
+        else:
+            mentions: dict[str, int] = {}
+            _count_elements(mentions, ents)
+            max_mentions = max(mentions.values())
         hits = len(gold.intersection(distinct)) if n_ents else 0
         right = is_correct(answer, valid, q.answer_star)
 
@@ -588,8 +598,7 @@ class RewardModel:
             coverage = hits / qd.n_gold if qd.n_gold else 0.0
             path_reward = spam = 0.0
             k = cfg.toy_spam_max_mentions
-            # n_ents - len(distinct) repeats are needed before any entity can pass k.
-            spammed = n_ents > k and n_ents - len(distinct) >= k and max(map(ents.count, distinct), default=0) > k
+            spammed = max_mentions > k
             if valid:
                 if hits >= cfg.toy_min_hits:
                     path_reward = cfg.toy_path_weight * min(coverage, 1.0)
@@ -627,6 +636,7 @@ class RewardModel:
             "false_edges": false_edges,
             "claimed_edges": len(claims),
             "hits": hits,
+            "max_mentions": max_mentions,
             "preset": self._name,
             **extra,
         }

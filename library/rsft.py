@@ -150,12 +150,16 @@ def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSF
 
 def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
-             resume: bool = True, callbacks: list | None = None, generation: Any = None):
+             resume: bool = True, callbacks: list | None = None, generation: Any = None, monitor: Any = None):
     """Phase 3 on ``model`` (a PeftModel whose "default" adapter is the trainable SFT adapter).
 
     Rollouts are written to the run's episodes once and marked done (``<ckpt_dir>/rollouts.done``);
     a resumed run rebuilds the winners from those episodes instead of sampling again, so a
     kill during training never logs a second, different set of samples.
+
+    ``monitor`` (a :class:`library.monitor.PhaseMonitor`) judges the round's rollouts before
+    any training; when it stops the phase, the winners are not trained on: the policy that
+    sampled them is saved as the phase's adapter, as when no sample was correct.
     """
     from library.runs import RunDir
     from library.sft import sft_rows, train_lora
@@ -194,12 +198,20 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         sample_accuracy=n_correct / n_samples if n_samples else 0.0,
         seconds_sampling=t_sample, reused_rollouts=reused,
     )
-    if not winners:
-        # Nothing correct to learn from: the adapter stays the SFT one (saved as this phase's result).
+    stop = None
+    if monitor is not None:
+        monitor.observe(0, episodes)  # RSFT is one round of samples: step 0, as its episodes say
+        stop = monitor.stop_report
+    if stop is not None or not winners:
+        # Nothing to learn from (nothing correct, or samples that game the reward): the adapter
+        # stays the one that sampled them, saved as this phase's result.
         from library.sft import save_adapter
 
         save_adapter(model, Path(adapter_dir))
-        result.extra["skipped_training"] = "no correct samples"
+        if stop is not None:
+            monitor.announce_stop(adapter_dir)
+            result.extra["stopped_by_monitor"] = {"step": stop.step, "rule": stop.rule}
+        result.extra["skipped_training"] = "stopped by the monitor" if stop is not None else "no correct samples"
         return model, result
 
     rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))

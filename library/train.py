@@ -325,7 +325,7 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
     meta = run.read_meta()
     if meta.get("backend", "torch") != backend.name:  # runs from before the tag were torch runs
         raise ResumeError(f"{run.path} was trained with backend {meta.get('backend', 'torch')!r}, not {backend.name!r}")
-    if meta.get("config") != config.to_meta():
+    if meta.get("config") != comparable_config(config, meta.get("config")):
         raise ResumeError(f"{run.path} was started with different settings; resume needs the same profile and model")
     if meta.get("data") != data.hashes:
         raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
@@ -335,6 +335,15 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
         meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         run.write_meta(meta)
     return meta
+
+
+def comparable_config(config: TrainConfig, stored: Any) -> dict[str, Any]:
+    """``config`` as meta.json records it, less the sections a run started before they existed
+    lacks: settings added later (the monitor) do not make an older run impossible to resume."""
+    current = config.to_meta()
+    if isinstance(stored, dict) and "monitor" not in stored:
+        current.pop("monitor", None)
+    return current
 
 
 def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
@@ -371,6 +380,18 @@ def mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
     from library.jsonl import atomic_write_json
 
     atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
+
+
+def phase_monitor_block(config: TrainConfig, data: DataBundle, selection: Selection, run: RunDir, phase: str,
+                        curve: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json ``monitor.<phase>``: the reward-hacking monitor over the phase's logged rollouts
+    and its curve's KL. The live monitor judged the same steps as they came; the block is
+    recomputed from the log so that it is, by construction, what ``kgr monitor`` finds later."""
+    from library.monitor import kl_by_step, monitor_phase
+
+    questions = selection.rsft_prompts if phase == "rsft" else selection.grpo_pool
+    return monitor_phase(phase, run.iter_episodes(phase=phase), questions, data.kg, config.monitor,
+                         kl_by_step(curve)).summary()
 
 
 # ----------------------------------------------------------------------------- the run
@@ -443,6 +464,9 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
                 info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
                 mark_trained(ckpt_dir, info)
                 metrics["curves"][phase] = info.get("curve", [])
+                if phase in ("rsft", "grpo") and config.monitor.enabled:
+                    metrics.setdefault("monitor", {})[phase] = phase_monitor_block(config, data, selection, run, phase,
+                                                                                   metrics["curves"][phase])
                 metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
                 metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
                                                              if k not in ("curve", "ex_ids", "winner_ids")}

@@ -290,3 +290,31 @@ def test_try_reads_train_py_meta_layout(fixture_run, kg_file):
     assert reward_config_from_meta(meta).name == "paper"
     assert reward_config_from_meta({"reward": {"preset": "toy", "edge_verified": False}}).name == "toy"
     assert reward_config_from_meta({"reward": "paper+edges"}).name == "paper+edges"
+
+
+def test_the_monitor_chart_reads_the_run(tmp_path):
+    """The charts' monitor points: metrics.json's monitor block when the run has one, else the
+    monitor recomputed from the rollouts (data/runs/quick predates the monitor)."""
+    from library.config import MonitorSettings
+    from library.monitor import monitor_run, threshold_ratios
+
+    quick = REPO / "data" / "runs" / "quick"
+    run = collect([quick], kg_path=REPO / "data" / "kg.json", data_dir=REPO / "data").runs[0]
+    recomputed = monitor_run(quick, data_dir=REPO / "data", kg_path=REPO / "data" / "kg.json")["phases"]
+    expected = [{"phase": phase, "step": p["step"], "status": p["status"], "rule": p["rule"],
+                 "ratios": threshold_ratios(p, MonitorSettings())}
+                for phase in ("rsft", "grpo") for p in recomputed[phase]["steps"]]
+    assert run["monitor"] == expected
+    assert [(p["phase"], p["step"]) for p in run["monitor"]] == [("rsft", 0), ("grpo", 1), ("grpo", 2), ("grpo", 3)]
+
+    # a run that logged its monitor is shown as logged (and with its own thresholds)
+    logged = RunDir.create(tmp_path, "logged")
+    logged.write_meta({"config": {"monitor": {"max_spam_rate": 0.5}}})
+    step = {"step": 1, "status": "warning", "rule": "one signal over its threshold: spam_rate 0.6 > 0.5",
+            "spam_rate": 0.6, "option_listing_rate": 0.0, "coverage_without_correctness_rate": 0.0,
+            "false_edge_rise": None, "trace_chars_z": None, "kl": 0.1}
+    logged.write_metrics({"monitor": {"grpo": {"status": "warning", "stop_step": None, "steps": [step]}}})
+    shown = collect([logged.path], kg_path=REPO / "data" / "kg.json", data_dir=None).runs[0]["monitor"]
+    assert shown == [{"phase": "grpo", "step": 1, "status": "warning", "rule": step["rule"],
+                      "ratios": {"spam_rate": 1.2, "option_listing_rate": 0.0,
+                                 "coverage_without_correctness_rate": 0.0, "kl": 0.2}}]

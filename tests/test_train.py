@@ -200,6 +200,14 @@ def test_pipeline_completes_with_valid_logs(trained):
     assert sorted(e.sample_idx for e in grpo_rollouts if e.step == 1) == [0, 1]
     rsft_rollouts = [e for e in episodes if e.phase == "rsft" and getattr(e, "kind", None) == "rollout"]
     assert len(rsft_rollouts) == 2 * 2
+    # the reward-hacking monitor judged RSFT's round and every GRPO step (with its KL), and
+    # recomputing it from the finished run's log gives the same blocks
+    from library.monitor import monitor_run
+
+    assert [p["step"] for p in metrics["monitor"]["rsft"]["steps"]] == [0]
+    assert [p["step"] for p in metrics["monitor"]["grpo"]["steps"]] == [1, 2]
+    assert all(p["kl"] is not None for p in metrics["monitor"]["grpo"]["steps"])
+    assert monitor_run(run.path)["phases"] == metrics["monitor"]
 
 
 def test_resume_drops_partial_episodes_and_never_duplicates(trained):

@@ -72,6 +72,19 @@ class PhaseBackend:
     def train_phase(self, phase: str, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
         raise NotImplementedError
 
+    def phase_monitor(self, phase: str, questions: Any):
+        """The live reward-hacking monitor of an RL phase over its prompts (``questions``), printing
+        to the run's console; None when ``monitor.enabled`` is off (library/monitor.py)."""
+        settings = self.ctx.config.monitor
+        if not settings.enabled:
+            return None
+        from functools import partial
+
+        from library.monitor import PhaseMonitor
+
+        return PhaseMonitor(phase, settings, questions, self.ctx.data.kg,
+                            log=partial(self.ctx.console.print, soft_wrap=True, highlight=False))
+
     @contextmanager
     def eval_model(self, phase: str, adapter_dir: Path) -> Iterator[Any]:
         """The model ``phase``'s evaluation generates with: the base for ``base``, else the base

@@ -62,7 +62,8 @@ class TorchBackend(PhaseBackend):
             self.trained, res = run_rsft(start, ctx.tokenizer, selection.rsft_prompts, config.rsft, reward, ctx.run,
                                          ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
                                          forbidden_ids=selection.forbidden_ids, resume=True,
-                                         generation=config.generation)
+                                         generation=config.generation,
+                                         monitor=self.phase_monitor("rsft", selection.rsft_prompts))
             return rsft_info(res, config)
         if phase == "grpo":
             from library.grpo import run_grpo
@@ -71,7 +72,8 @@ class TorchBackend(PhaseBackend):
             reward = RewardModel(kg, RewardConfig.preset_named(config.grpo.reward_preset))
             self.trained, res = run_grpo(start, ctx.tokenizer, selection.grpo_pool, config.grpo, reward, ctx.run,
                                          ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
-                                         forbidden_ids=selection.forbidden_ids, resume=True)
+                                         forbidden_ids=selection.forbidden_ids, resume=True,
+                                         monitor=self.phase_monitor("grpo", selection.grpo_pool))
             return grpo_info(res)
         raise ValueError(phase)
 
@@ -116,4 +118,5 @@ def rsft_info(res, config, **overrides: Any) -> dict[str, Any]:
 def grpo_info(res) -> dict[str, Any]:
     return {"steps": res.steps, "n_prompts": res.n_prompts, "n_episodes": res.n_episodes,
             "curve": res.curve, "seconds": res.seconds, "resumed_from": res.resumed_from,
-            "reward_weights": res.reward_weights}
+            "reward_weights": res.reward_weights,
+            **({"stopped_by_monitor": res.stopped_by_monitor} if res.stopped_by_monitor else {})}

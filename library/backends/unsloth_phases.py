@@ -64,7 +64,8 @@ class UnslothBackend(PhaseBackend):
             sampled, reused = self._sample_rsft_rollouts(ckpt_dir, reward)
             model, tok = self._unsloth("sft")
             model, res = run_rsft(model, tok, sel.rsft_prompts, cfg.rsft, reward, run, ckpt_dir=ckpt_dir,
-                                  adapter_dir=adapter_dir, seed=cfg.seed, forbidden_ids=sel.forbidden_ids, resume=True)
+                                  adapter_dir=adapter_dir, seed=cfg.seed, forbidden_ids=sel.forbidden_ids, resume=True,
+                                  monitor=self.phase_monitor("rsft", sel.rsft_prompts))
             self._model, self._live = model, "rsft"
             return rsft_info(res, cfg, seconds_sampling=sampled, reused_rollouts=reused,
                              sampled_with="transformers fp32 base + the SFT peft adapter")
@@ -74,7 +75,8 @@ class UnslothBackend(PhaseBackend):
             reward = RewardModel(kg, RewardConfig.preset_named(cfg.grpo.reward_preset))
             model, tok = self._unsloth(cfg.grpo.init_from)
             model, res = run_grpo(model, tok, sel.grpo_pool, cfg.grpo, reward, run, ckpt_dir=ckpt_dir,
-                                  adapter_dir=adapter_dir, seed=cfg.seed, forbidden_ids=sel.forbidden_ids, resume=True)
+                                  adapter_dir=adapter_dir, seed=cfg.seed, forbidden_ids=sel.forbidden_ids, resume=True,
+                                  monitor=self.phase_monitor("grpo", sel.grpo_pool))
             self._model, self._live = model, "grpo"
             return grpo_info(res)
         raise ValueError(phase)

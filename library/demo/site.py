@@ -206,6 +206,29 @@ def step_curves(episodes: Iterable[Episode]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def monitor_points(metrics: dict[str, Any], meta: dict[str, Any], episodes: list[Episode],
+                   questions: dict[str, Question], kg: KnowledgeGraph) -> list[dict[str, Any]]:
+    """The reward-hacking monitor's steps of every RL phase, in order, each judged value as a
+    multiple of its threshold (1 warns; far_over_factor, or two over 1, stops): metrics.json's
+    ``monitor`` block, or, for a run from before the monitor, recomputed from its rollouts when
+    their questions are at hand."""
+    from library.config import MonitorSettings
+    from library.monitor import kl_by_step, monitor_phase, threshold_ratios
+
+    settings = MonitorSettings.model_validate((meta.get("config") or {}).get("monitor") or {})
+    blocks = dict(metrics.get("monitor") or {})
+    if not blocks:
+        for phase in ("rsft", "grpo"):
+            rollouts = [e for e in episodes if e.phase == phase and e.kind == "rollout"]
+            if rollouts and all(e.ex_id in questions for e in rollouts):
+                curve = (metrics.get("curves") or {}).get(phase) or []
+                blocks[phase] = monitor_phase(phase, rollouts, questions.values(), kg, settings,
+                                              kl_by_step(curve)).summary()
+    return [{"phase": phase, "step": point["step"], "status": point["status"], "rule": point["rule"],
+             "ratios": threshold_ratios(point, settings)}
+            for phase in PHASES if phase in blocks for point in blocks[phase]["steps"]]
+
+
 # ----------------------------------------------------------------------------- collecting
 @dataclass
 class SiteData:
@@ -359,7 +382,8 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
     return {
         "run_id": run.run_id, "path": str(run.path), "meta": meta, "headline": _headline(metrics),
         "metrics": {k: v for k, v in metrics.items()},
-        "step_curves": step_curves(typed), "episodes": player, "questions": qdata,
+        "step_curves": step_curves(typed), "monitor": monitor_points(metrics, meta, typed, questions, kg),
+        "episodes": player, "questions": qdata,
         "entities": entities, "relations": relations,
         "missing_questions": missing_q[:20], "n_missing_questions": len(missing_q),
         "n_episodes": len(episodes), "kg": {"source": kg.source, "version": kg.version},

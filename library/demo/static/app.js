@@ -490,6 +490,46 @@ function drawCharts() {
     for (const k of keys) series.push({ name: `${p} ${k}`, color: palette[series.length % palette.length], points: rows.filter((row) => typeof row[k] === "number").map((row) => ({ x: row.step, y: row[k] })) });
   }
   lineChart($("chart-curves"), series, (t) => fmt(t, 2));
+  drawMonitorChart(r.monitor || []);
+}
+
+// One slot per RL step (RSFT's round, then GRPO's steps); a line per signal in multiples of its
+// threshold, so one axis serves them all; the band above shows each step's status.
+const STATUS_COLORS = { ok: "#3fbf74", warning: "#e0a03a", stop: "#e5534b" };
+const SIGNAL_NAMES = { spam_rate: "spam", option_listing_rate: "options listed", coverage_without_correctness_rate: "path, wrong answer",
+  false_edge_rise: "false-edge rise", trace_chars_z: "TRACE length z", kl: "KL" };
+function drawMonitorChart(points) {
+  const svg = $("chart-monitor");
+  svg.textContent = "";
+  if (!points.length) return noData(svg, "no RL steps judged in this run");
+  const x0 = 55, y0 = 34, w = 445, h = 196;
+  const signals = [...new Set(points.flatMap((p) => Object.keys(p.ratios)))];
+  const values = points.flatMap((p) => Object.values(p.ratios));
+  // below 0: a relative signal under its warm-up level (fewer false edges, shorter TRACEs)
+  const ymin = Math.min(0, ...values) * 1.05, ymax = Math.max(2.5, ...values) * 1.05;
+  const ticks = [0, 1, 2].concat(ymax > 4 ? [Math.floor(ymax)] : [], ymin < -0.5 ? [Math.ceil(ymin)] : []);
+  axes(svg, x0, y0, w, h, ymin, ymax, ticks, (t) => fmt(t, 1) + "x");
+  const slot = w / points.length, X = (i) => x0 + (i + 0.5) * slot, Y = (v) => y0 + h - ((v - ymin) / (ymax - ymin)) * h;
+  for (const [level, name] of [[1, "warn"], [2, "stop"]]) {
+    svg.appendChild(svgEl("line", { x1: x0, x2: x0 + w, y1: Y(level), y2: Y(level), class: "threshold " + name }));
+  }
+  points.forEach((p, i) => {
+    const band = svgEl("rect", { x: x0 + i * slot + 1, y: 8, width: Math.max(1, slot - 2), height: 14, fill: STATUS_COLORS[p.status], class: "status-band", "data-status": p.status });
+    band.appendChild(svgEl("title", {}, `${p.phase} step ${p.step}: ${p.status} (${p.rule})`));
+    svg.appendChild(band);
+    if (points.length <= 12 || i % Math.ceil(points.length / 12) === 0) {
+      svg.appendChild(svgEl("text", { x: X(i), y: y0 + h + 14, "text-anchor": "middle", class: "tick small" }, `${p.phase} ${p.step}`));
+    }
+  });
+  const palette = ["#e05d5d", "#4fc3f7", "#ffd24a", "#9b59b6", "#3fae6a", "#8a8f98"];
+  signals.forEach((name, k) => {
+    const color = palette[k % palette.length];
+    const pts = points.map((p, i) => [i, p.ratios[name]]).filter(([, v]) => v !== undefined);
+    svg.appendChild(svgEl("path", { d: pts.map(([i, v], j) => `${j ? "L" : "M"}${X(i)},${Y(v)}`).join(" "), stroke: color, class: "line" }));
+    for (const [i, v] of pts) svg.appendChild(svgEl("circle", { cx: X(i), cy: Y(v), r: 2.5, fill: color }));
+    svg.appendChild(svgEl("rect", { x: x0 + (k % 3) * 150, y: y0 + h + 24 + Math.floor(k / 3) * 16, width: 10, height: 10, fill: color }));
+    svg.appendChild(svgEl("text", { x: x0 + (k % 3) * 150 + 14, y: y0 + h + 33 + Math.floor(k / 3) * 16, class: "tick" }, SIGNAL_NAMES[name] || name));
+  });
 }
 
 // ------------------------------------------------------------------ playback
