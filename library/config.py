@@ -203,6 +203,16 @@ class DistributionSettings(_Strict):
     n_eval: int = Field(200, ge=1)
 
 
+class AblationSettings(_Strict):
+    """The reward ablation: GRPO again from the same start (``grpo.init_from``), on the same
+    prompts with the same settings, under another reward (default: correctness only, the path
+    components logged but not rewarded), evaluated on the same eval questions as the main GRPO
+    phase and compared with it pairwise: does the path reward matter?"""
+
+    enabled: bool = False
+    reward_preset: RewardPreset = "paper+edges+correctness"
+
+
 class TrainConfig(_Strict):
     profile: str = "default"
     model: str = "embedded"
@@ -216,12 +226,15 @@ class TrainConfig(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     distribution: DistributionSettings = Field(default_factory=DistributionSettings)
+    ablation: AblationSettings = Field(default_factory=AblationSettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
         if self.grpo.enabled and self.grpo.init_from == "rsft" and not self.rsft.enabled:
             raise ValueError("grpo.init_from is 'rsft' but rsft is disabled")
+        if self.ablation.enabled and not self.grpo.enabled:
+            raise ValueError("ablation.enabled compares against the GRPO phase, but grpo is disabled")
         return self
 
     def phases(self) -> list[str]:

@@ -341,8 +341,9 @@ def comparable_config(config: TrainConfig, stored: Any) -> dict[str, Any]:
     """``config`` as meta.json records it, less the sections a run started before they existed
     lacks: settings added later (the monitor) do not make an older run impossible to resume."""
     current = config.to_meta()
-    if isinstance(stored, dict) and "monitor" not in stored:
-        current.pop("monitor", None)
+    for section in ("monitor", "ablation"):  # added after runs that are committed
+        if isinstance(stored, dict) and section not in stored:
+            current.pop(section, None)
     return current
 
 
@@ -500,6 +501,13 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
         completed.append("distribution")
         meta["phases_completed"] = list(completed)
 
+    if config.ablation.enabled and "ablation" not in completed:
+        metrics["ablation"] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
+        run.write_metrics(metrics)
+        did_work = True
+        completed.append("ablation")
+        meta["phases_completed"] = list(completed)
+
     if did_work or meta.get("status") != "complete":
         finish_run(run, meta, metrics, t_start)
     console.print(f"[bold green]done[/] ({backend.name}) in {time.perf_counter() - t_start:.0f}s; "
@@ -602,4 +610,51 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
                           "seconds": round(time.perf_counter() - t0, 2)})
         if reused:
             out[cond]["from_phase"] = "rsft"
+    return out
+
+
+# ----------------------------------------------------------------------------- reward ablation
+def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
+                 selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
+    """GRPO from the main GRPO phase's start under ``config.ablation.reward_preset``, evaluated on
+    the main eval subset and compared pairwise with the main GRPO phase (same questions).
+
+    Its rollouts and eval episodes go to ``<run>/ablation/<preset>/`` (a sub-run, as the
+    distribution experiment's), its adapter and checkpoints beside the main ones, so a killed
+    ablation resumes from its checkpoint. ``vs_grpo`` is ``library.evaluate.compare_phases`` of
+    the main GRPO phase (a) against the ablation (b): a negative ``diff`` means the path reward helped.
+    """
+    from transformers import set_seed
+
+    from library.evaluate import EVAL_KIND, compare_phases, evaluate
+    from library.grpo import filter_episodes, run_grpo
+    from library.reward import RewardConfig, RewardModel
+
+    preset = config.ablation.reward_preset
+    console.rule(f"[bold]ablation: GRPO with reward {preset}")
+    set_seed(config.seed)
+    sub = RunDir(run.path / "ablation" / preset)
+    sub.path.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    reward = RewardModel(data.kg, RewardConfig.preset_named(preset))
+    model, res = run_grpo(policy(config.grpo.init_from), tokenizer, selection.grpo_pool, config.grpo, reward, sub,
+                          ckpt_dir=run.path / "checkpoints" / "ablation" / preset,
+                          adapter_dir=run.path / "adapters" / "ablation" / preset,
+                          seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
+    # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
+    filter_episodes(sub, lambda ep: ep.get("kind") != EVAL_KIND)
+    model.eval()
+    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(config.eval.reward_preset))
+    block = evaluate(model, tokenizer, selection.eval, eval_reward, phase="grpo", split="eval", run=sub,
+                     batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+                     store_metrics=True, engine=config.generation.engine,
+                     ct2_compute_type=config.generation.ct2_compute_type)
+    model.unload()
+    main_grpo = [e for e in run.read_episodes(split="eval") if e.phase == "grpo"]
+    ablated = [e.model_copy(update={"phase": "ablation"}) for e in sub.read_episodes(split="eval")]
+    out = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
+    out.update({"reward_preset": preset, "main_reward_preset": config.grpo.reward_preset,
+                "by_hop": block.get("by_hop", {}), "steps": res.steps, "curve": res.curve,
+                "vs_grpo": compare_phases(main_grpo + ablated, "eval", "grpo", "ablation"),
+                "seconds": round(time.perf_counter() - t0, 2)})
     return out

@@ -351,3 +351,33 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert cmp["n"] == metrics["eval"]["grpo"]["n"] and cmp["ci"][0] <= cmp["diff"] <= cmp["ci"][1]
     after = load_full_model(run_dir / "adapters" / "sft").state_dict()
     assert all(torch.equal(after[k], v) for k, v in sft_weights.items())
+
+
+def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path):
+    """ablation.enabled: GRPO again from the same start under a correctness-only reward, logged in
+    its own sub-run, evaluated on the main eval questions and compared pairwise with the main GRPO;
+    a finished run started without the section resumes into the ablation alone."""
+    from library.runs import RunDir
+    from library.train import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    run_dir = tmp_path / "run"
+    run_training(tiny_config(data_dir), run_dir)  # a finished run from before the ablation existed
+    meta = json.loads((run_dir / "meta.json").read_text())
+    del meta["config"]["ablation"]
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    main_episodes = (run_dir / "episodes.jsonl").read_text()
+
+    run = run_training(tiny_config(data_dir, ablation={"enabled": True}), run_dir, resume=True)
+    metrics = run.read_metrics()
+    ablation = metrics["ablation"]
+    assert ablation["reward_preset"] == "paper+edges+correctness" and ablation["main_reward_preset"] == "paper+edges"
+    assert ablation["n"] == metrics["eval"]["grpo"]["n"] and ablation["steps"] == 2
+    vs = ablation["vs_grpo"]
+    assert vs["n"] == ablation["n"] and vs["accuracy_a"] == metrics["eval"]["grpo"]["accuracy"]
+    assert vs["accuracy_b"] == ablation["accuracy"] and vs["ci"][0] <= vs["diff"] <= vs["ci"][1]
+    sub = RunDir(run_dir / "ablation" / "paper+edges+correctness")
+    rollouts = [e for e in sub.read_episodes() if getattr(e, "kind", None) == "rollout"]
+    assert rollouts and all(e.reward.total == e.reward.correctness for e in rollouts)
+    assert (run_dir / "episodes.jsonl").read_text() == main_episodes  # the main log untouched
+    assert run.read_meta()["phases_completed"][-1] == "ablation"
