@@ -265,9 +265,13 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
     answers a contiguous slice of every split, the episodes are gathered in question order and
     the main process logs them (``library.evaluate.evaluate``), so the answers cost 1/N of the
     time. Fact recall is teacher-forced (one forward pass per batch, no decoding loop) and runs
-    on the main process while the others wait at the barrier after it: it is the cheaper part,
-    and sharding it would need its per-group hits gathered for the per-relation shares. On this
-    project's 2-core CPU both designs were measured (docs/SCALE_OUT.md); the numbers are there.
+    on the main process while the others wait at the barrier after it: it is the cheaper part
+    (~55 s of a ~130 s quick-profile eval on this CPU against ~75 s of decoding), and sharding it
+    would need its per-group hits gathered for the per-relation shares. Why sharding the
+    answers rather than answering on the main process alone: decoding is per-question work with
+    no communication, so N processes finish it in ~1/N of the time, while the main-only design
+    leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
+    the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
     """
     from library.distributed import is_writer, wait_for_everyone
 
