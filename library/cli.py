@@ -131,7 +131,7 @@ def train(
     \b
     Across processes (torch backend), e.g. 4 GPUs or 2 CPU processes:
       kgr train --processes 4 --profile full --run data/runs/full4
-      accelerate launch --num_processes 4 -m library.cli train --profile full   (the same)
+      accelerate launch --multi_gpu --num_processes 4 -m library.cli train --profile full   (the same)
       kgr train --processes 4 --accelerate-config library/profiles/accelerate/deepspeed_zero2.yaml
     The trainers shard the data and synchronise the gradients; RSFT sampling and evaluation are
     split between the processes and gathered; only the main process writes the run folder, so
@@ -162,8 +162,10 @@ def train(
         console.print(f"[red]error:[/] --stop-after {stop_after}: not a phase of this run "
                       f"({', '.join(config.phases())})")
         raise typer.Exit(2)
-    from library.distributed import launch, launched_world_size
+    from library.distributed import from_main_process, launch, launched_world_size
 
+    if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
+        run_dir = Path(from_main_process(str(run_dir)))
     if processes > 1 and launched_world_size() == 1:
         # Start N copies of this very command (minus --processes) under accelerate's launcher;
         # the run folder is fixed here so that every process writes into the same one.

@@ -85,6 +85,17 @@ def gather(local: Sequence[Any]) -> list[Any]:
     return list(gather_object(list(local)))
 
 
+def from_main_process(value: Any) -> Any:
+    """The main process's ``value`` on every process (e.g. a run id each process would otherwise
+    draw on its own); ``value`` itself with one process."""
+    state = process_state()
+    if state.num_processes == 1:
+        return value
+    from accelerate.utils import broadcast_object_list
+
+    return broadcast_object_list([value], from_process=0)[0]
+
+
 def process_summary() -> dict[str, Any]:
     """What meta.json records about the launch (the same keys for 1 process and for N)."""
     state = process_state()
