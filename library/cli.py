@@ -115,8 +115,28 @@ def train(
     load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="unsloth only: load the base model in 4 bit."),
     max_seq_length: int = typer.Option(None, help="unsloth only: maximum sequence length."),
     eval_device: str = typer.Option(None, help="mlx only: torch device for evaluation (cpu | mps)."),
+    processes: int = typer.Option(1, "--processes", min=1,
+                                  help="Train across N processes (one per GPU; N CPU processes without CUDA) "
+                                       "with accelerate's launcher. Same as `accelerate launch --num_processes N "
+                                       "-m library.cli train ...`. See docs/SCALE_OUT.md."),
+    accelerate_config: Path = typer.Option(None, "--accelerate-config",
+                                           help="accelerate config file for --processes, e.g. "
+                                                "library/profiles/accelerate/deepspeed_zero2.yaml (default: DDP)."),
+    stop_after: str = typer.Option(None, "--stop-after",
+                                   help="End the run after this phase (base | sft | rsft | grpo); "
+                                        "continue it later with --resume."),
 ) -> None:
-    """Post-train a model: base -> SFT -> RSFT -> GRPO, with eval after each phase, into one run folder."""
+    """Post-train a model: base -> SFT -> RSFT -> GRPO, with eval after each phase, into one run folder.
+
+    \b
+    Across processes (torch backend), e.g. 4 GPUs or 2 CPU processes:
+      kgr train --processes 4 --profile full --run data/runs/full4
+      accelerate launch --multi_gpu --num_processes 4 -m library.cli train --profile full   (the same)
+      kgr train --processes 4 --accelerate-config library/profiles/accelerate/deepspeed_zero2.yaml
+    The trainers shard the data and synchronise the gradients; RSFT sampling and evaluation are
+    split between the processes and gathered; only the main process writes the run folder, so
+    the folder is the same as a one-process run's. Resume with the same command and --resume.
+    """
     from library.backends import BackendUnavailable
     from library.backends.pipeline import run_training_with_backend
     from library.config import ConfigError, load_config
@@ -138,14 +158,42 @@ def train(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
+    if stop_after is not None and stop_after not in config.phases():
+        console.print(f"[red]error:[/] --stop-after {stop_after}: not a phase of this run "
+                      f"({', '.join(config.phases())})")
+        raise typer.Exit(2)
+    from library.distributed import from_main_process, launch, launched_world_size
+
+    if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
+        run_dir = Path(from_main_process(str(run_dir)))
+    if processes > 1 and launched_world_size() == 1:
+        # Start N copies of this very command (minus --processes) under accelerate's launcher;
+        # the run folder is fixed here so that every process writes into the same one.
+        raise typer.Exit(launch(processes, _relaunch_args(sys.argv[1:], run_dir),
+                                config_file=str(accelerate_config) if accelerate_config else None))
     try:
         result = run_training_with_backend(config, run_dir, backend=backend, resume=resume, console=console,
                                            load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
-                                           eval_device=eval_device)
+                                           eval_device=eval_device, stop_after=stop_after)
     except (ResumeError, BackendUnavailable) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     console.print(str(result.path))
+
+
+def _relaunch_args(argv: list[str], run_dir: Path) -> list[str]:
+    """``argv`` (this ``kgr train`` command line) without the launch options, with ``--run``."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--processes", "--accelerate-config", "--run"):
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out + ["--run", str(run_dir)]
 
 
 @app.command()

@@ -138,35 +138,45 @@ def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, p
     sections are kept). Questions that already have an eval episode for (phase, split, step)
     are not generated again; a finished eval is recomputed from its episodes, for free.
     ``store_metrics=False`` logs episodes but leaves metrics.json alone (intermediate evals).
+
+    Across N processes (library/distributed.py) every chunk is split between them: each answers
+    its contiguous slice, the episodes are gathered onto every process in question order, and
+    the main process alone appends them (one writer, no interleaved lines). Every process then
+    returns the same block. Greedy decoding makes the answers the same as one process's.
     """
+    from library.distributed import gather, is_writer, num_processes, shard, wait_for_everyone
     from library.generate import generate_completions
 
     questions = list(questions)
+    writer = is_writer()
     done: dict[str, Episode] = {}
     if run is not None:
+        wait_for_everyone()  # every process reads the log after the main process's last append
         done = eval_episodes(run.iter_episodes(phase=phase), phase=phase, split=split, step=step)
     todo = [q for q in questions if q.id not in done]
-    # CTranslate2 converts the model once per call: one chunk, so the conversion is paid once
-    chunk = chunk or (max(1, len(todo)) if engine == "ct2" else max(1, 4 * batch_size))
+    # CTranslate2 converts the model once per call: one chunk, so the conversion is paid once.
+    # A chunk is what all processes answer between two appends to the log.
+    chunk = chunk or (max(1, len(todo)) if engine == "ct2" else max(1, 4 * batch_size) * num_processes())
     fresh: dict[str, Episode] = {}
     for start in range(0, len(todo), chunk):
-        part = todo[start : start + chunk]
-        outs = generate_completions(model, tokenizer, [q.prompt for q in part], max_new_tokens=max_new_tokens,
-                                    do_sample=False, batch_size=batch_size, progress=progress,
-                                    engine=engine, ct2_compute_type=ct2_compute_type, ct2=ct2)
-        episodes = []
-        for q, group in zip(part, outs):
+        mine = shard(todo[start : start + chunk])
+        outs = generate_completions(model, tokenizer, [q.prompt for q in mine], max_new_tokens=max_new_tokens,
+                                    do_sample=False, batch_size=batch_size, progress=progress and writer,
+                                    engine=engine, ct2_compute_type=ct2_compute_type, ct2=ct2) if mine else []
+        local = []
+        for q, group in zip(mine, outs):
             completion = group[0].text
-            episodes.append(Episode.from_scored(
+            local.append(Episode.from_scored(
                 reward_model.score(q, completion), q, completion, phase=phase, step=step, kind=EVAL_KIND,
                 split=_episode_split(split, q), eval_split=split, finished=group[0].finished,
             ))
-        if run is not None:
+        episodes = gather(local)
+        if run is not None and writer:
             run.append_episodes(episodes)
         fresh.update((ep.ex_id, ep) for ep in episodes)
     ordered = [fresh.get(q.id) or done[q.id] for q in questions]
     block = metrics_from_episodes(ordered)
-    if run is not None and store_metrics:
+    if run is not None and store_metrics and writer:
         section = run.read_metrics().get(split, {})
         section[phase] = block
         run.update_metrics(split, section)

@@ -62,6 +62,12 @@ class RolloutScorer:
     TRL calls the reward functions one after another on the same batch; the first call for a
     batch scores every completion (``RewardModel.score``) and appends the episodes, the others
     read the cached breakdowns.
+
+    Across N processes TRL hands each process its own slice of the step's completions and calls
+    the reward functions on every process at the same point. Each process scores its slice; the
+    step's episodes are then gathered in rank order (TRL's order of the global batch) onto
+    every process, numbered per question over the whole step, and appended by the main process
+    alone, so the log holds each rollout once and the monitor judges the same step everywhere.
     """
 
     def __init__(self, questions: Sequence[Any], reward_model, run, *, forbidden_ids: Iterable[str] = (),
@@ -91,8 +97,10 @@ class RolloutScorer:
             if not math.isclose(weighted, float(s.reward.total), rel_tol=1e-9, abs_tol=1e-9):
                 raise RuntimeError(f"reward components do not sum to the total: {weighted} != {s.reward.total}")
         if self.log_episodes or self.steps is not None:
-            episodes = rollout_episodes(questions, completions, scored, step=step)
-            if self.log_episodes:
+            from library.distributed import gather, is_writer
+
+            episodes = number_samples(gather(rollout_episodes(questions, completions, scored, step=step)))
+            if self.log_episodes and is_writer():
                 self.n_logged += self.run.append_episodes(episodes)
             if self.steps is not None:
                 self.steps.setdefault(step, []).extend(episodes)
@@ -131,6 +139,17 @@ def rollout_episodes(questions: Sequence[Any], completions: Sequence[str], score
     return episodes
 
 
+def number_samples(episodes: Sequence[Episode]) -> list[Episode]:
+    """``sample_idx`` counted per question over ``episodes`` in order: one step's rollouts
+    gathered from several processes, where each process had counted only its own slice."""
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for ep in episodes:
+        out.append(ep if ep.sample_idx == seen[ep.ex_id] else ep.model_copy(update={"sample_idx": seen[ep.ex_id]}))
+        seen[ep.ex_id] += 1
+    return out
+
+
 @dataclass
 class GRPOResult:
     adapter_dir: Path
@@ -152,7 +171,8 @@ def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
     TRL hands over its per-process batch, where every prompt appears ``num_generations`` times,
     and takes back one ``prompt_ids``/``completion_ids`` pair per entry in the same order.
     ``logprobs`` is None, as in TRL's own transformers path (no importance-sampling correction:
-    generation and training see the same weights). Sampling is seeded per optimizer step.
+    generation and training see the same weights). Sampling is seeded per optimizer step and,
+    across processes, per process (each samples its own slice of the step's groups).
     """
     from library.generate import generate_completions
 
@@ -166,7 +186,8 @@ def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
         groups = generate_completions(
             trainer.model, tokenizer, unique, max_new_tokens=settings.max_completion_length, do_sample=True,
             temperature=settings.temperature, top_p=settings.top_p, num_return_sequences=counts[unique[0]],
-            batch_size=len(prompts), seed=seed * 100_003 + int(trainer.state.global_step), progress=False,
+            batch_size=len(prompts), progress=False,
+            seed=seed * 100_003 + int(trainer.state.global_step) + 7_919 * trainer.accelerator.process_index,
             chat=False)
         taken = {p: iter(group) for p, group in zip(unique, groups)}
         prompt_ids, completion_ids = [], []
@@ -284,7 +305,11 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     resume_from = last_checkpoint(ckpt_dir) if resume else None
     keep_upto = checkpoint_step(resume_from)
-    filter_episodes(run, lambda ep: not (ep.get("phase") == "grpo" and int(ep.get("step", 0)) > keep_upto))
+    from library.distributed import is_writer, wait_for_everyone
+
+    if is_writer():
+        filter_episodes(run, lambda ep: not (ep.get("phase") == "grpo" and int(ep.get("step", 0)) > keep_upto))
+    wait_for_everyone()  # every process seeds the monitor from the log as cut
 
     max_steps = settings.max_steps
     if monitor is not None:

@@ -129,11 +129,28 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
 def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int,
                        generation: Any = None) -> list[list[str]]:
     """K sampled completions per question from the current adapter (grouped per question),
-    with the run's generation engine (``generation``: a GenerationSettings; default torch)."""
+    with the run's generation engine (``generation``: a GenerationSettings; default torch).
+
+    Across N processes (library/distributed.py) each samples a contiguous slice of the prompts
+    with its own seed (``seed * N + rank``: one process keeps ``seed``), and the groups are
+    gathered in prompt order onto every process, so every process picks the same winners.
+    """
+    from library.distributed import gather, num_processes, process_index, shard
     from library.generate import generate
 
-    k = settings.k_samples
+    mine = shard(questions)
     engine = dict(engine=generation.engine, ct2_compute_type=generation.ct2_compute_type) if generation else {}
+    groups = _sample_groups(model, tokenizer, mine, settings, seed * num_processes() + process_index(),
+                            engine, generate) if mine else []
+    out = gather(groups)
+    if len(out) != len(questions):
+        raise RuntimeError(f"gathered {len(out)} sample groups for {len(questions)} prompts")
+    return out
+
+
+def _sample_groups(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int,
+                   engine: dict[str, Any], generate) -> list[list[str]]:
+    k = settings.k_samples
     flat = generate(
         model, tokenizer, [q.prompt for q in questions],
         max_new_tokens=settings.max_new_tokens, do_sample=True,
@@ -179,13 +196,19 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
         reused = True
     else:
+        from library.distributed import is_writer, wait_for_everyone
+
         # Anything of this phase already in the log is from an interrupted attempt: start clean.
-        run.drop_episodes("rsft")
+        if is_writer():
+            run.drop_episodes("rsft")
         model.eval()
+        # every process holds every sample group (gathered), so each scores and picks the same winners
         completions = sample_completions(model, tokenizer, questions, settings, seed, generation)
         episodes, winners = score_and_select(questions, completions, reward_model)
-        run.append_episodes(episodes)
-        done.write_text(f"{len(episodes)}\n", encoding="utf-8")
+        if is_writer():
+            run.append_episodes(episodes)
+            done.write_text(f"{len(episodes)}\n", encoding="utf-8")
+        wait_for_everyone()
     t_sample = time.perf_counter() - t0
 
     n_samples = len(episodes)

@@ -114,21 +114,33 @@ def loss_curve(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
 def _save_full_model(model, out_dir: Path) -> Path:
     """Save a fully fine-tuned model (~540 MB fp32 for SmolLM2-135M; run folders' adapters/ are
     git-ignored) to a temporary sibling, then rename it into place, so a kill never leaves a
-    half-written model that resume would load."""
+    half-written model that resume would load.
+
+    Across processes the main one saves (DDP keeps the weights identical on every process) and
+    the others wait until the folder is complete, since the next phase loads it."""
     import shutil
 
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    from library.distributed import is_writer, wait_for_everyone
+
+    if is_writer():
+        tmp = out_dir.with_name(out_dir.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(str(tmp))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        tmp.rename(out_dir)
+    wait_for_everyone()
     return out_dir
 
 
 def save_adapter(model, out_dir: Path) -> Path:
-    """Save only the trained ("default") adapter; GRPO's frozen "ref" copy is not a result."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir), selected_adapters=["default"])
+    """Save only the trained ("default") adapter; GRPO's frozen "ref" copy is not a result.
+    Across processes the main one saves and the others wait until it has (as above)."""
+    from library.distributed import is_writer, wait_for_everyone
+
+    if is_writer():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(str(out_dir), selected_adapters=["default"])
+    wait_for_everyone()
     return out_dir
 
 

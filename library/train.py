@@ -260,7 +260,21 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
 
     Returns ``{key: block}`` (keys: eval, eval_shuffled, train_sample, facts); the episodes go
     to the run's episodes.jsonl.
+
+    Across N processes (library/distributed.py) the greedy answers are sharded: each process
+    answers a contiguous slice of every split, the episodes are gathered in question order and
+    the main process logs them (``library.evaluate.evaluate``), so the answers cost 1/N of the
+    time. Fact recall is teacher-forced (one forward pass per batch, no decoding loop) and runs
+    on the main process while the others wait at the barrier after it: it is the cheaper part
+    (~55 s of a ~130 s quick-profile eval on this CPU against ~75 s of decoding), and sharding it
+    would need its per-group hits gathered for the per-relation shares. Why sharding the
+    answers rather than answering on the main process alone: decoding is per-question work with
+    no communication, so N processes finish it in ~1/N of the time, while the main-only design
+    leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
+    the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
     """
+    from library.distributed import is_writer, wait_for_everyone
+
     kg = kg if kg is not None else reward_model.kg
     import contextlib
 
@@ -290,7 +304,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
             acc = blocks[key].get("accuracy")
             console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
                           f"({time.perf_counter() - t0:.0f}s)")
-    if selection.eval:
+    if selection.eval and is_writer():
         # Did the model learn the facts the eval chains need (apart from composing them)?
         # Recall where the facts were taught (knowledge rows) and where composition needs them
         # (inside the gold TRACE of each eval question, teacher-forced): docs/RECIPE.md.
@@ -307,20 +321,27 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
         console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
                       f"recall={blocks['facts']['recall']:.3f}, inside the TRACE {in_trace['recall']:.3f} "
                       f"({time.perf_counter() - t0:.0f}s)")
+    wait_for_everyone()  # the other processes wait while the main one measures fact recall
     return blocks
 
 
 # ----------------------------------------------------------------------------- resume bookkeeping
 def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, base_info: dict[str, Any],
-              backend: Any, *, fresh: bool) -> dict[str, Any]:
+              backend: Any, *, fresh: bool, write: bool = True) -> dict[str, Any]:
     """meta.json for this process: written new for a fresh run; for a resumed one, checked to
-    come from the same backend, settings and data (else ResumeError) and marked running again."""
+    come from the same backend, settings and data (else ResumeError) and marked running again.
+    ``write=False`` (the non-main processes of a multi-process run) builds and checks the same
+    dict without writing it."""
+    from library.distributed import process_summary
+
     if fresh:
         meta = build_meta(config, run, data, selection, base_info)
         meta["backend"] = backend.name
         if backend.options():
             meta["backend_options"] = backend.options()
-        run.write_meta(meta)
+        meta["processes"] = process_summary()
+        if write:
+            run.write_meta(meta)
         return meta
     meta = run.read_meta()
     if meta.get("backend", "torch") != backend.name:  # runs from before the tag were torch runs
@@ -333,7 +354,9 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
         meta["status"] = "running"
         meta.setdefault("backend", backend.name)
         meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-        run.write_meta(meta)
+        meta["processes"] = process_summary()  # a resume may use another number of processes
+        if write:
+            run.write_meta(meta)
     return meta
 
 
@@ -404,32 +427,43 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     trains each phase and gives the model each phase's evaluation uses; everything else is here.
     ``stop_after`` ends the run after that phase completes (tests use it to simulate a kill
     between phases; a real kill mid-phase is handled by the checkpoints).
+
+    Under a multi-process launch (``kgr train --processes N`` or ``accelerate launch -m
+    library.cli train``) every process runs this loop: the trainers shard the data, sampling and
+    evaluation are sharded and gathered, and only the main process writes the run folder; the
+    others wait at a barrier wherever they next read it (library/distributed.py).
     """
     import torch
     from transformers import set_seed
 
     from library.backends.phases import RunContext
     from library.backends.torch_phases import TorchBackend
+    from library.distributed import is_writer, main_process_first, wait_for_everyone
     from library.model import keep_freed_memory, load_model, model_info
     from library.reward import RewardConfig, RewardModel
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
     backend = backend if backend is not None else TorchBackend()
-    console = console or Console(stderr=True)
+    writer = is_writer()
+    # one console speaks for the run; the other processes' lines would repeat it N times
+    console = (console or Console(stderr=True)) if writer else Console(stderr=True, quiet=True)
     if config.threads:  # evaluation is torch on every backend
         torch.set_num_threads(config.threads)
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
     fresh = not (run_dir / "meta.json").exists()
+    wait_for_everyone()  # every process has seen the folder as it was before the main one writes to it
     if not fresh and not resume:
         raise ResumeError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
 
     t_start = time.perf_counter()
     data = load_data(config)
     selection = make_selection(config, data)
-    base, tokenizer = load_model(config.model, device=backend.eval_device)
-    meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh)
+    with main_process_first():  # a model converted and cached on first use is written once
+        base, tokenizer = load_model(config.model, device=backend.eval_device)
+    meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
     completed: list[str] = list(meta.get("phases_completed", []))
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
@@ -451,11 +485,15 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
         ckpt_dir, adapter_dir = run_dir / "checkpoints" / phase, run_dir / "adapters" / phase
         t0 = time.perf_counter()
         if phase == "base":
-            drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
+            if writer:
+                drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
+            wait_for_everyone()  # the episode log as the main process left it, for every process
         else:
             info = trained_marker(ckpt_dir, adapter_dir)
-            drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
-                                keep_eval=info is not None)
+            if writer:
+                drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
+                                    keep_eval=info is not None)
+            wait_for_everyone()
             if info is not None:
                 console.print(f"  training of {phase} already finished; re-running its eval only")
             else:
@@ -463,7 +501,9 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
                 info = backend.train_phase(phase, ckpt_dir, adapter_dir)
                 info["backend"] = backend.name
                 info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
-                mark_trained(ckpt_dir, info)
+                wait_for_everyone()  # the adapter and every rollout are written before anyone reads them
+                if writer:
+                    mark_trained(ckpt_dir, info)
                 metrics["curves"][phase] = info.get("curve", [])
                 if phase in ("rsft", "grpo") and config.monitor.enabled:
                     metrics.setdefault("monitor", {})[phase] = phase_monitor_block(config, data, selection, run, phase,
@@ -484,32 +524,37 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
             metrics.setdefault(key, {})[phase] = block
         metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
         metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
-        run.write_metrics(metrics)
         completed.append(phase)
         meta["phases_completed"] = list(completed)
-        run.write_meta(meta)
         if stop_after == phase:
             meta["status"] = f"stopped after {phase}"
+        if writer:
+            run.write_metrics(metrics)
             run.write_meta(meta)
+        wait_for_everyone()  # the phase is on disk, completed, before any process goes on
+        if stop_after == phase:
             return run
 
     if config.distribution.enabled and "distribution" not in completed:
         metrics["distribution"] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
                                                    main_rsft=metrics.get("training", {}).get("rsft"))
-        run.write_metrics(metrics)
+        if writer:
+            run.write_metrics(metrics)
         did_work = True
         completed.append("distribution")
         meta["phases_completed"] = list(completed)
 
     if config.ablation.enabled and "ablation" not in completed:
         metrics["ablation"] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
-        run.write_metrics(metrics)
+        if writer:
+            run.write_metrics(metrics)
         did_work = True
         completed.append("ablation")
         meta["phases_completed"] = list(completed)
 
-    if did_work or meta.get("status") != "complete":
+    if writer and (did_work or meta.get("status") != "complete"):
         finish_run(run, meta, metrics, t_start)
+    wait_for_everyone()  # no process leaves before the run folder is complete
     console.print(f"[bold green]done[/] ({backend.name}) in {time.perf_counter() - t_start:.0f}s; "
                   f"peak RSS {peak_rss_mb():.0f} MB")
     return run
@@ -562,6 +607,7 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
     """
     from transformers import set_seed
 
+    from library.distributed import is_writer, wait_for_everyone
     from library.evaluate import evaluate
     from library.grpo import filter_episodes
     from library.reward import RewardConfig, RewardModel
@@ -584,7 +630,8 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
             console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, same settings)[/]")
             model = policy("rsft")
             n_winners, n_prompts = main_rsft.get("n_winners"), main_rsft.get("n_prompts")
-            filter_episodes(sub, lambda ep: False)  # an eval left by an interrupted attempt: redo it
+            if is_writer():
+                filter_episodes(sub, lambda ep: False)  # an eval left by an interrupted attempt: redo it
         else:
             prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed,
                                      exclude=grpo_ids)
@@ -596,7 +643,9 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
                                   generation=config.generation)
             n_winners, n_prompts = res.n_winners, res.n_prompts
             # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
-            filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+            if is_writer():
+                filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+        wait_for_everyone()
         model.eval()
         block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
                          batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,

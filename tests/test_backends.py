@@ -206,17 +206,42 @@ def test_pipeline_unknown_backend_and_misplaced_options(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_multi_process_torch_run_is_refused_until_train_is_rank_aware(tmp_path, monkeypatch):
+def test_multi_process_launch_runs_torch_and_names_the_backends_that_cannot(monkeypatch):
+    """A multi-process launch is the torch backend's (its phase loop is rank-aware; the run
+    itself is tests/test_scale_out.py); mlx and unsloth stop with what to run instead."""
     from library.backends import pipeline
-    import library.train as train
 
     monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.delattr(train, "MULTI_PROCESS_SAFE", raising=False)
-    with pytest.raises(BackendUnavailable, match="rank 0"):
-        pipeline.run_training_with_backend(_quick_config(tmp_path), tmp_path / "r", backend="torch")
-    assert not (tmp_path / "r").exists()
+    pipeline.check_multi_process("torch")
+    with pytest.raises(BackendUnavailable, match="only the torch backend trains across processes"):
+        pipeline.check_multi_process("unsloth")
     monkeypatch.setenv("WORLD_SIZE", "1")
-    pipeline.check_multi_process()  # a single process is always fine
+    pipeline.check_multi_process("unsloth")  # a single process is always fine
+
+
+@pytest.mark.parametrize("name", ["ddp", "deepspeed_zero2", "deepspeed_zero3"])
+def test_shipped_accelerate_configs_load_and_leave_per_phase_values_to_the_trainers(name):
+    """Each config is read by accelerate's own loader and turned into launch arguments; the
+    DeepSpeed ones must not pin gradient accumulation or clipping (the phases differ, and
+    transformers refuses a DeepSpeed value that disagrees with a trainer's arguments)."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    from library.distributed import accelerate_launch_args
+
+    path = Path(__file__).resolve().parents[1] / "library" / "profiles" / "accelerate" / f"{name}.yaml"
+    config = load_config_from_file(str(path))
+    args = launch_command_parser().parse_args(
+        accelerate_launch_args(4, ["train", "--profile", "full"], config_file=str(path), port=29555))
+    args, _, _ = _validate_launch_command(args)
+    assert args.num_processes == 4 and args.module and args.training_script == "library.cli"
+    if name == "ddp":
+        assert config.distributed_type == "MULTI_GPU" and args.multi_gpu
+    else:
+        assert config.distributed_type == "DEEPSPEED" and args.use_deepspeed
+        assert config.deepspeed_config["zero_stage"] == int(name[-1])
+        assert not {"gradient_accumulation_steps", "gradient_clipping"} & set(config.deepspeed_config)
+        assert args.gradient_accumulation_steps is None and args.gradient_clipping is None
 
 
 def test_unsloth_module_never_imports_unsloth_and_refuses_here():

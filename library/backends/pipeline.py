@@ -43,7 +43,7 @@ def run_training_with_backend(config: TrainConfig, run_dir: str | Path, *, backe
     Raises ``BackendUnavailable`` (before touching ``run_dir``) when the platform lacks the backend.
     """
     select_backend(backend)  # raises BackendUnavailable with the reason and the fix
-    check_multi_process()
+    check_multi_process(backend)
     if backend == "torch":
         if load_in_4bit or max_seq_length is not None or eval_device is not None:
             raise ValueError("load_in_4bit / max_seq_length / eval_device are options of the mlx and unsloth backends")
@@ -75,28 +75,25 @@ def run_training_with_backend(config: TrainConfig, run_dir: str | Path, *, backe
 
 def world_size() -> int:
     """How many processes ``accelerate launch`` / torchrun started (1 for a plain run)."""
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
+    from library.distributed import launched_world_size
+
+    return launched_world_size()
 
 
-def check_multi_process() -> None:
-    """Refuse a multi-process (DDP / DeepSpeed) launch: the training loop is not rank-aware.
+def check_multi_process(backend: str = "torch") -> None:
+    """A multi-process launch (``kgr train --processes N``, ``accelerate launch``) runs on the
+    torch backend, whose phase loop is rank-aware (library/distributed.py, docs/SCALE_OUT.md).
 
-    Under ``accelerate launch`` every process runs ``library.train.run_training`` in full; TRL's
-    trainers would shard the training correctly, but the evaluation, the RSFT sampling and every
-    write to the run folder (meta.json, metrics.json, episodes.jsonl, adapters/) would run once
-    per GPU: duplicated episodes and racing writers. Until the loop gates those to rank 0
-    (docs/BACKENDS.md, 'Multi-GPU', lists what that needs) this raises instead of silently
-    corrupting the run log.
+    The mlx and unsloth backends are not: mlx trains in ``mlx_lm`` subprocesses on the one Apple
+    GPU, and the unsloth phases sample RSFT's rollouts outside the trainers on one process, so N
+    processes would each log their own copy. Those launches stop here, before anything is read
+    or written, with what to run instead.
     """
     n = world_size()
-    if n > 1:
+    if n > 1 and backend != "torch":
         raise BackendUnavailable(
-            f"this is a {n}-process launch (WORLD_SIZE={n}), but library.train does not gate evaluation, "
-            "RSFT sampling and run-folder writes to rank 0, so every process would log its own copy of "
-            "every episode. Run as one process (plain `kgr train`) for now; see docs/BACKENDS.md, 'Multi-GPU'.")
+            f"this is a {n}-process launch (WORLD_SIZE={n}); only the torch backend trains across processes. "
+            f"Run --backend {backend} as one process, or --backend torch across processes (docs/SCALE_OUT.md).")
 
 
 __all__ = ["run_training_with_backend", "check_multi_process", "world_size", "BackendUnavailable"]
