@@ -675,6 +675,7 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     """
     from transformers import set_seed
 
+    from library.distributed import is_writer, wait_for_everyone
     from library.evaluate import EVAL_KIND, compare_phases, evaluate
     from library.grpo import filter_episodes, run_grpo
     from library.reward import RewardConfig, RewardModel
@@ -691,7 +692,9 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
                           adapter_dir=run.path / "adapters" / "ablation" / preset,
                           seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
     # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
-    filter_episodes(sub, lambda ep: ep.get("kind") != EVAL_KIND)
+    if is_writer():
+        filter_episodes(sub, lambda ep: ep.get("kind") != EVAL_KIND)
+    wait_for_everyone()
     model.eval()
     eval_reward = RewardModel(data.kg, RewardConfig.preset_named(config.eval.reward_preset))
     block = evaluate(model, tokenizer, selection.eval, eval_reward, phase="grpo", split="eval", run=sub,
