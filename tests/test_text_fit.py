@@ -222,6 +222,7 @@ def _short_over_the_committed_run():
 
 
 def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_band(tmp_path):
+    from scenes.assemble import caption_block_top
     from scenes.theme import em_pixels
 
     shots = _short_over_the_committed_run()
@@ -231,10 +232,11 @@ def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_ban
         assert problems(fits, L, 1920) == [], shot.scene
         assert min(em_pixels(f.effective_size, 1920) for f in fits) >= 36 - 1e-6
         lowest = min(m.get_bottom()[1] for m in mobs)
-        # nothing under the band the captions are burned into, and no empty band above it
-        # (at most 0.35 units = 84 px of 1920 between the content and the caption band)
-        assert L.content.bottom - 1e-6 <= lowest <= L.content.bottom + 0.35, (shot.scene, lowest, L.content.bottom)
-        assert L.captions.top < L.content.bottom
+        captions_top = L.frame.bottom + L.frame.height * caption_block_top(True)  # a two-line page's top
+        # nothing in the band the captions are burned into, and no empty band above it: the
+        # lowest content ends at most 0.7 units (168 px of 1920) above the caption text
+        assert L.captions.top < L.content.bottom - 1e-6 <= lowest, shot.scene
+        assert lowest - captions_top <= 0.7, (shot.scene, round(lowest - captions_top, 2))
 
 
 def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
