@@ -568,6 +568,12 @@ class ClipScene(Scene):
             r.skip_animations = saved
 
 
+def top_under(title, gap: float = 0.35) -> float:
+    """Where a scene's content starts: ``gap`` under its title as drawn. The title box has room
+    for two lines; a one-line title leaves the second to the content instead of an empty band."""
+    return title.get_bottom()[1] - gap
+
+
 def is_portrait() -> bool:
     """True when the configured frame is taller than wide."""
     return config.frame_height > config.frame_width
