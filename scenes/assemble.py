@@ -7,7 +7,7 @@ in Python:
 * ``xfade`` crossfades between consecutive clips (``XFADE_SECONDS``), so shot k starts at
   ``sum(d[:k]) - k * xfade``;
 * captions are an ASS subtitle file burned in with libass (large DejaVu Sans, outlined, in
-  the bottom third that portrait scenes leave free), wrapped by us at word boundaries and
+  the bottom third, in the band portrait scenes leave free), wrapped by us at word boundaries and
   paged two lines at a time;
 * each narration WAV is delayed to its shot's start (``adelay``) and the tracks are mixed
   (``amix``; silence when there is no narration, so the file always has an audio stream);
@@ -92,18 +92,42 @@ class CaptionStyle:
     max_chars: int
 
 
+#: Caption geometry as fractions of the frame height, (portrait, landscape). The scenes' layout
+#: (theme.layout_for) keeps the band these captions occupy free, so both read them from here.
+CAPTION_FONT = (0.036, 0.046)  # 69 px on 1080x1920, 50 px on 1920x1080
+# portrait: the two-line block sits low in the bottom third, above the phone's own bottom bar
+CAPTION_MARGIN_V = (0.13, 0.05)
+CAPTION_LINES = 2  # lines per caption page (caption_pages)
+#: line height per font size: libass scales a font so that an ASS Fontsize is its ascender
+#: plus descender, i.e. one line (measured: a two-line page at 1080x1920 lights rows 1542-1656)
+CAPTION_LINE_EM = 1.0
+CAPTION_OUTLINE_EM = 0.08
+
+
 def caption_style(width: int, height: int) -> CaptionStyle:
-    portrait = height > width
-    fs = round(height * (0.036 if portrait else 0.046))  # 69 px on 1080x1920, 50 px on 1920x1080
+    i = 0 if height > width else 1
+    fs = round(height * CAPTION_FONT[i])
     margin_h = round(width * 0.07)
     # DejaVu Sans averages ~0.55 em per character; wrap before the text could reach a margin
     max_chars = max(12, int((width - 2 * margin_h) / (0.56 * fs)))
-    # portrait: the caption block sits in the middle of the bottom third (scenes keep it free)
-    margin_v = round(height * (0.13 if portrait else 0.05))
-    return CaptionStyle(fs, max(2, round(fs * 0.08)), margin_h, margin_v, max_chars)
+    margin_v = round(height * CAPTION_MARGIN_V[i])
+    return CaptionStyle(fs, max(2, round(fs * CAPTION_OUTLINE_EM)), margin_h, margin_v, max_chars)
 
 
-def caption_pages(text: str, max_chars: int, lines_per_page: int = 2) -> list[list[str]]:
+def caption_block_top(portrait: bool) -> float:
+    """How high a full caption page (CAPTION_LINES lines and their outline) reaches, as a
+    fraction of the frame height measured from the bottom edge.
+
+    >>> round(caption_block_top(True), 3)  # 1080x1920: the block's top edge is 393 px above the bottom
+    0.205
+    >>> caption_block_top(True) < 1 / 3  # inside the bottom third
+    True
+    """
+    i = 0 if portrait else 1
+    return CAPTION_MARGIN_V[i] + CAPTION_FONT[i] * (CAPTION_LINES * CAPTION_LINE_EM + CAPTION_OUTLINE_EM)
+
+
+def caption_pages(text: str, max_chars: int, lines_per_page: int = CAPTION_LINES) -> list[list[str]]:
     """Word-wrapped caption pages (never breaking a word) of at most ``lines_per_page`` lines.
 
     Whole sentences are packed onto a page while they fit, so a page rarely ends mid-sentence;

@@ -11,7 +11,7 @@ import numpy as np
 from manim import DOWN, LEFT, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import DistributionTrapPayload
-from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks
+from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
 
 
 def fmt_bar(v: float) -> str:
@@ -40,11 +40,20 @@ class DistributionTrapScene(ClipScene):
         ticks = nice_ticks(lo, hi, 4)
         lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
         ylab = fit_text(p.y_label, L.small_size, L.content.width, 1, color=MUTED)
-        ylab.move_to((L.content.cx, L.content.top - ylab.height / 2, 0))
+        ylab.move_to((L.content.cx, top_under(title) - ylab.height / 2, 0))
         tick_w = 0.6 if L.portrait else 0.9
         left = L.content.left + tick_w
+        n = len(p.bars)
+        slot = (L.content.right - left) / n
+        # condition names (and n) under the bars: measured first, so the plot ends right above
+        # them; 0.85 of a slot keeps a visible gap between neighbouring names
+        names = VGroup(*[VGroup(
+            fit_text(b.label, L.small_size, slot * 0.85, 2, color=TEXT),
+            fit_text(f"n = {b.n}", L.tiny_size, slot * 0.85, 1, color=MUTED),
+        ).arrange(DOWN, buff=0.08) for b in p.bars])
+        names_h = max(m.height for m in names)
         top = ylab.get_bottom()[1] - 0.5
-        bottom = L.content.bottom + 1.05 + (note.height + 0.15 if note else 0)
+        bottom = L.content.bottom + names_h + 0.25 + (note.height + 0.2 if note else 0)
         unit = (top - bottom) / (hi - lo)
         y_of = lambda v: bottom + (v - lo) * unit  # noqa: E731 - tiny local mapping
         grid = VGroup()
@@ -52,10 +61,8 @@ class DistributionTrapScene(ClipScene):
             grid.add(Line((left, y_of(t), 0), (L.content.right, y_of(t), 0), color=GRID, stroke_width=2))
             grid.add(fit_text(fmt_tick(t), L.tiny_size, tick_w - 0.08, 1, color=MUTED)
                      .next_to(np.array((left, y_of(t), 0.0)), LEFT, buff=0.08))
-        n = len(p.bars)
-        slot = (L.content.right - left) / n
         bar_w = min(slot * 0.55, 1.6)
-        grows, whiskers, labels, names = [], VGroup(), VGroup(), VGroup()
+        grows, whiskers, labels = [], VGroup(), VGroup()
         for i, b in enumerate(p.bars):
             x = left + slot * (i + 0.5)
             h = max(abs(b.value) * unit, 0.02)
@@ -71,14 +78,9 @@ class DistributionTrapScene(ClipScene):
             )
             whiskers.add(wk)
             val = fit_text(fmt_bar(b.value), L.body_size, slot * 0.95, 1, bold=True)
-            val.next_to(np.array((x, max(y_of(b.hi), y_of(b.value)), 0.0)), UP, buff=0.1)
+            val.next_to(np.array((x, max(y_of(b.hi), y_of(b.value)), 0.0)), UP, buff=0.15)
             labels.add(val)
-            name = VGroup(
-                fit_text(b.label, L.small_size, slot * 0.95, 2, color=TEXT),
-                fit_text(f"n = {b.n}", L.tiny_size, slot * 0.95, 1, color=MUTED),
-            ).arrange(DOWN, buff=0.08)
-            name.move_to((x, bottom - 0.12 - name.height / 2, 0))
-            names.add(name)
+            names[i].move_to((x, bottom - 0.12 - names[i].height / 2, 0))
         beats = [
             Beat([FadeIn(title), FadeIn(ylab), FadeIn(grid), FadeIn(names)], 0.7),
             Beat([LaggedStart(*grows, lag_ratio=0.3)], 0.5 + 0.3 * n),

@@ -169,6 +169,9 @@ class KGPathScene(ClipScene):
             drawn_pairs.add(key)
             grey.add(self._arrow(boxes[e.src], boxes[e.dst], EDGE_GREY, 3))
         grey.add(*[lit.copy().set_stroke(EDGE_GREY, width=3).set_fill(EDGE_GREY) for lit, _ in hops])
+        # behind the (opaque) nodes and pills: an edge between two spine nodes that skips the one
+        # between them passes under it instead of striking through its label
+        grey.set_z_index(-1)
 
         # ---- rings, wrong edges, prediction marker -----------------------------------------
         path_rings = {pid: self._ring(boxes[pid], PATH, 0.0, 6) for pid in p.path}
@@ -206,15 +209,15 @@ class KGPathScene(ClipScene):
         return beats
 
     # ------------------------------------------------------------------ layout helpers
-    def _pill(self, text, color, max_w, max_lines=1) -> VGroup:
-        """Relation label on a background pill: VGroup(pill, label)."""
+    def _pill(self, text, color, max_w, max_lines=1, size=None) -> VGroup:
+        """Relation label on a background pill: VGroup(pill, label); ``size`` defaults to tiny."""
         L = self.L
-        label = fit_text(text, L.tiny_size, max_w, max_lines, color=color)
+        label = fit_text(text, size or L.tiny_size, max_w, max_lines, color=color)
         pill = RoundedRectangle(width=label.width + 0.14, height=label.height + 0.08,
                                 corner_radius=0.06, stroke_width=0, fill_color=BG, fill_opacity=0.92)
         return VGroup(pill, label.move_to(pill.get_center()))
 
-    def _neighbour_boxes(self, p, labels, width, size, min_size, limit):
+    def _neighbour_boxes(self, p, labels, width, size, min_size, limit):  # landscape
         """(id, anchor, box) for the most important ``limit`` non-path nodes."""
         return [(nid, anchor, label_box(labels[nid], size, width, max_lines=2, min_size=min_size,
                                         min_width=width))
@@ -232,59 +235,70 @@ class KGPathScene(ClipScene):
             boxes[nid] = box.move_to(slots[best])
 
     def _layout_portrait(self, p, labels, area):
-        """U-shaped spine in two equal columns; neighbours fill the free cells and rows below.
+        """U-shaped spine in two equal columns; neighbours fill the cells the path leaves free.
 
         Hops inside a column have their arrow near the column's left edge and the relation
         pill beside it, so a gap only needs the pill's height; the turn hop between the
         columns dips below the bottom row with its pill at the lowest point.
+
+        The graph uses the whole area between the legend and the verdict: the node text is
+        the largest size at which the spine fits (one size for every node, as large as the
+        body text), and height left over lengthens the hop arrows instead of staying empty.
         """
         L = self.L
         left, right, bottom, top = area
+        avail = top - bottom
         n = len(p.path)
         colgap = 0.24
         cw = (right - left - colgap) / 2
         col_x = (left + cw / 2, right - cw / 2)
-        size, min_size = L.small_size, L.tiny_size
-        pills = [self._pill(e.rel_label, PATH, cw - 0.5) for e in self._hop_edges(p)]
-        pill_h = max([g.height for g in pills], default=0.27)
-        gap = pill_h + 0.2  # room for the pill and for the mention/prediction rings around it
-        # One straight column when the whole path fits in it (short paths), else the U; then
-        # smaller node text before anything has to shrink.
-        done = False
-        for k in (n, (n + 1) // 2):
-            dip = pill_h + 0.24 if n > k else 0.0
-            # down to the floor before the graph has to shrink as a whole
-            for size in (L.small_size, min_size, L.min_size):
-                spine = {pid: label_box(labels[pid], size, cw, max_lines=2, min_size=min(size, min_size),
-                                        min_width=cw) for pid in p.path}
-                H = max(b.height for b in spine.values())
-                used = k * H + (k - 1) * gap + dip
-                if used <= top - bottom:
-                    done = True
+        order = _order_neighbours(p)
+
+        def boxes_at(ids, size):
+            # min_size=size: every node label at this one size (more lines before smaller text)
+            return {i: label_box(labels[i], size, cw, max_lines=2, min_size=size, min_width=cw) for i in ids}
+
+        # The largest node size (in 10% steps from the body size down to the floor) at which
+        # the spine fits: one straight column when the whole path fits in it (short paths),
+        # else the U. Each row is as tall as its tallest node, so one long label costs one
+        # row, not all of them. Only then does the graph shrink as a whole.
+        sizes = [L.body_size]
+        while sizes[-1] * 0.9 > L.min_size:
+            sizes.append(sizes[-1] * 0.9)
+        fits = None
+        for size in sizes + [L.min_size]:
+            spine = boxes_at(p.path, size)
+            # relation labels never larger than the entities they join
+            pills = [self._pill(e.rel_label, PATH, cw - 0.5, size=min(L.tiny_size, size)) for e in self._hop_edges(p)]
+            pill_h = max([g.height for g in pills], default=0.27)
+            gap = pill_h + 0.2  # room for the pill and for the mention/prediction rings around it
+            for k in (n, (n + 1) // 2):
+                cell = {i: (0, i) if i < k else (1, 2 * k - 1 - i) for i in range(n)}
+                free = [(1, r) for r in range(k) if (1, r) not in cell.values()]  # left to neighbours
+                nbrs = [(i, a, boxes_at([i], size)[i]) for i, a in order[:len(free)]]
+                nbr_h = max([b.height for _, _, b in nbrs], default=0.0)
+                row_h = [max([spine[pid].height for j, pid in enumerate(p.path) if cell[j][1] == r]
+                             + ([nbr_h] if (1, r) in free else [])) for r in range(k)]
+                dip = pill_h + 0.24 if n > k else 0.0
+                used = sum(row_h) + (k - 1) * gap + dip
+                fits = (size, k, cell, free, nbrs, spine, pills, pill_h, gap, row_h, dip, used)
+                if used <= avail:
                     break
-            if done:
+            if used <= avail:
                 break
-        cell = {i: (0, i) if i < k else (1, 2 * k - 1 - i) for i in range(n)}
-        nbrs = self._neighbour_boxes(p, labels, cw, size, min_size, 8)
-        H = max([H] + [b.height for _, _, b in nbrs])
-        extra = 0
-        while extra < 3 and used + (extra + 1) * (H + 0.2) <= top - bottom:
-            extra += 1
-        used_all = used + extra * (H + 0.2)
-        y0 = top - max(0.0, (top - bottom - used_all) / 2) - H / 2  # centre the block
-
-        def row_y(r):
-            if r < k:
-                return y0 - r * (H + gap)
-            return y0 - (k - 1) * (H + gap) - dip - (r - k + 1) * (H + 0.2)
-
+        size, k, cell, free, nbrs, spine, pills, pill_h, gap, row_h, dip, used = fits
+        # Context nodes only in the cells the spine leaves free: a row of them under the U
+        # joins its anchors with long grey edges across the path, and on a phone larger nodes
+        # and longer hops read better than more neighbours. Leftover height goes into the gaps
+        # between rows (up to 0.6 units each), the rest above and below the block.
+        spread = min(0.6, (avail - used) / (k - 1)) if k > 1 and avail > used else 0.0
+        block_top = top - max(0.0, (avail - used - (k - 1) * spread) / 2)
+        row_y = [block_top - sum(row_h[:r]) - r * (gap + spread) - row_h[r] / 2 for r in range(k)]
         boxes = {}
         for i, pid in enumerate(p.path):
             c, r = cell[i]
-            boxes[pid] = spine[pid].move_to((col_x[c], row_y(r), 0))
-        taken = set(cell.values())
-        slots = [np.array((col_x[c], row_y(r), 0.0)) for r in range(k + extra) for c in (0, 1)
-                 if (c, r) not in taken]
+            boxes[pid] = spine[pid].move_to((col_x[c], row_y[r], 0))
+        slots = [np.array((col_x[c], row_y[r], 0.0)) for c, r in free]
         self._fill_slots(boxes, nbrs, slots, lambda s, a: float(np.linalg.norm(s - a)))
 
         hops = []
@@ -299,8 +313,10 @@ class KGPathScene(ClipScene):
                             max_tip_length_to_length_ratio=0.45, tip_length=0.15)
                 pill.next_to(lit, RIGHT, buff=0.1).set_y((y1 + y2) / 2)
             else:  # the turn: an arc under the bottom row
-                s = np.array((a.get_right()[0] - 0.35, a.get_bottom()[1], 0))
-                e = np.array((b.get_left()[0] + 0.35, b.get_bottom()[1], 0))
+                # from under one column's middle to the other's, so the arc shows on both
+                # sides of its pill
+                s = np.array((a.get_center()[0] + 0.25, a.get_bottom()[1], 0))
+                e = np.array((b.get_center()[0] - 0.25, b.get_bottom()[1], 0))
                 sag = dip - 0.12 - pill_h / 2
                 ang = 4 * np.arctan(2 * sag / np.linalg.norm(e - s))
                 lit = ArcBetweenPoints(s, e, angle=ang, color=PATH, stroke_width=7)

@@ -497,6 +497,9 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
     series, used = [], set()
     for spec in specs:
         spec = {"metric": spec} if isinstance(spec, str) else dict(spec)
+        window = spec.get("smooth", 1)
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ShotError(f"training_curves: smooth must be a whole number of logged points >= 1, got {window!r}")
         pts: list[list[float]] = []
         if "episode_mean" in spec:  # per-step mean of a reward component over training rollouts
             ph = _phase_any(spec.get("phase", "grpo"), order)
@@ -505,18 +508,20 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
             for e in data.episodes:
                 if e.phase == ph and e.kind == "rollout":
                     by_step.setdefault(e.step, []).append(float(e.reward.model_dump().get(key, 0.0)))
-            pts = [[offsets.get(ph, 0.0) + s, sum(v) / len(v)] for s, v in sorted(by_step.items())]
+            pts = moving_mean([[offsets.get(ph, 0.0) + s, sum(v) / len(v)] for s, v in sorted(by_step.items())], window)
             name = spec.get("name", f"mean {key} per step ({phase_label(ph)})")
             if pts:
                 used.add(ph)
         else:
             metric = spec["metric"]
             for ph in spec.get("phases") or order:
-                for pt in curves.get(ph, []):
-                    if metric in pt and pt[metric] is not None:
-                        pts.append([offsets[ph] + float(pt.get("step", 0)), float(pt[metric])])
-                        used.add(ph)
-            name = spec.get("name", metric)
+                logged = [[offsets[ph] + float(pt.get("step", 0)), float(pt[metric])]
+                          for pt in curves.get(ph, []) if metric in pt and pt[metric] is not None]
+                # smoothed within a phase: a mean across a phase boundary would blend two runs
+                pts += moving_mean(logged, window)
+                if logged:
+                    used.add(ph)
+            name = spec.get("name", metric if window == 1 else f"{metric} (moving average)")
         if not pts:
             raise ShotError(f"training_curves: no points for series {spec} in metrics.curves (phases: {order})")
         series.append({"name": name, "points": pts})
@@ -529,6 +534,27 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
     return {"title": params.get("title", "Training curves"), "series": series, "phase_boundaries": bounds,
             "x_label": params.get("x_label", "training step"), "y_label": params.get("y_label", series[0]["name"]),
             "y_range": y_range}
+
+
+def moving_mean(points: list[list[float]], window: int) -> list[list[float]]:
+    """Each point's y replaced by the mean of the ``window`` logged points centred on it (fewer
+    at the ends, so the first and last points stay near their own values); x is unchanged.
+    Per-step training logs are noisy (one micro-batch a step), and on a phone a band of
+    zigzags hides the trend that the mean shows.
+
+    >>> moving_mean([[1, 4.0], [2, 0.0], [3, 2.0], [4, 6.0]], 3)
+    [[1, 2.0], [2, 2.0], [3, 2.6666666666666665], [4, 4.0]]
+    >>> moving_mean([[1, 4.0], [2, 0.0]], 1)
+    [[1, 4.0], [2, 0.0]]
+    """
+    if window <= 1:
+        return [list(p) for p in points]
+    half = window // 2
+    out = []
+    for i, (x, _) in enumerate(points):
+        ys = [y for _, y in points[max(0, i - half):i + window - half]]
+        out.append([x, sum(ys) / len(ys)])
+    return out
 
 
 def _phase_any(name: str, order: list[str]) -> str:

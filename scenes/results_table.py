@@ -10,7 +10,7 @@ from __future__ import annotations
 from manim import Create, FadeIn, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import ResultsTablePayload
-from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text, shared_size
+from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text, shared_size, top_under
 
 
 class ResultsTableScene(ClipScene):
@@ -24,7 +24,8 @@ class ResultsTableScene(ClipScene):
         title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
         note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
         ncol, nrow = len(p.columns), len(p.rows) + 1
-        avail_h = L.content.height - (note.height + 0.2 if note else 0)
+        top = top_under(title)
+        avail_h = top - L.content.bottom - (note.height + 0.2 if note else 0)
         # Many columns in portrait start at a smaller font. Every cell is fitted by
         # theme.fit_text (smaller down to the floor, then more lines, never cut), and each row
         # is as tall as its tallest cell; if the table is then too tall, all cells go smaller.
@@ -32,21 +33,23 @@ class ResultsTableScene(ClipScene):
         while True:
             widths = self._column_widths(size)
             inner = [w - 0.16 for w in widths]
-            # the header row shares one size, and each column's body cells share one
+            # the header row shares one size, and so do all body cells: a column sized on its
+            # own drew the widest one, the accuracy with its interval, smallest of all. A body
+            # cell may take two lines ("36%" over "(29–44%)") before the text gets smaller.
             head = shared_size(p.columns, size, inner, 2, bold=True)
-            col = [shared_size([r[c] for r in p.rows], size, inner[c]) for c in range(ncol)]
-            grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], head if r == 0 else col[c], inner[c],
-                              2 if r == 0 else 1, color=PATH if r == 0 else TEXT, bold=(r == 0),
-                              min_size=head if r == 0 else col[c]) for c in range(ncol)]
+            body = min(shared_size([r[c] for r in p.rows], size, inner[c], 2) for c in range(ncol))
+            grid = [[fit_text(p.columns[c] if r == 0 else p.rows[r - 1][c], head if r == 0 else body, inner[c],
+                              2, color=PATH if r == 0 else TEXT, bold=(r == 0),
+                              min_size=head if r == 0 else body) for c in range(ncol)]
                     for r in range(nrow)]
             pad = 0.22 if L.portrait else 0.2
-            # rows keep the designed height when their text allows, and grow when it wraps
-            base = min(0.75 if L.portrait else 0.7, avail_h / nrow)
+            # rows share the height the frame offers (a portrait table reaches down to the
+            # caption band, up to 1 unit a row), and grow when their text wraps
+            base = min(1.0 if L.portrait else 0.7, avail_h / nrow)
             heights = [max(base, max(cell.height for cell in row) + pad) for row in grid]
             if sum(heights) <= avail_h or size <= L.min_size:
                 break
             size = max(L.min_size, size * 0.9)
-        top = L.content.top
         x0 = L.content.left
         edges = [top]
         for h in heights:

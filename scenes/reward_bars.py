@@ -10,7 +10,9 @@ from __future__ import annotations
 from manim import DOWN, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import RewardBarsPayload
-from scenes.theme import GRID, MUTED, PANEL, PATH, SERIES, TEXT, WRONG, Beat, ClipScene, fit_text, shared_size
+from scenes.theme import (
+    GRID, MUTED, PANEL, PATH, SERIES, TEXT, WRONG, Beat, ClipScene, fit_text, shared_size, top_under,
+)
 
 
 def fmt_value(v: float) -> str:
@@ -39,7 +41,7 @@ class RewardBarsScene(ClipScene):
         if hi - lo < 1e-9:
             hi = lo + 1.0
         note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
-        top = L.content.top - 0.45  # room for value labels above positive bars
+        top = top_under(title) - 0.45  # room for value labels above positive bars
         bottom = L.content.bottom + 0.9 + (note.height + 0.15 if note else 0)  # names + note
         unit = (top - bottom) / (hi - lo)
         zero_y = bottom + (0 - lo) * unit

@@ -3,8 +3,9 @@
 Two orientations are laid out from the frame the renderer configured (``render_clip`` sets
 frame_height 8 and frame_width from the pixel aspect ratio):
 
-* portrait 9:16 (Shorts): title at the top, content in the middle, and the **bottom third
-  left empty** for the captions the assembly step burns in;
+* portrait 9:16 (Shorts): title at the top, content filling the frame down to the caption
+  band, and that band (the bottom 22.5%, where the assembly step burns in a two-line caption
+  page, inside the bottom third: ``scenes.assemble.caption_block_top``) left empty;
 * landscape 16:9 (explainer): title at the top, content below, a bottom strip kept free for
   captions.
 
@@ -46,6 +47,8 @@ from manim import (
     VGroup,
     config,
 )
+
+from scenes.assemble import caption_block_top
 
 # --------------------------------------------------------------------------- palette
 # Dark background, high-contrast foreground. Accent choices keep the path (amber) and the
@@ -119,6 +122,10 @@ class Layout:
     min_size: float = 0.0  # the floor of every text (see MIN_TEXT_PX)
 
 
+#: Gap between the lowest content and the top of a two-line caption page, as a fraction of the
+#: frame height (38 px at 1080x1920): text above a caption must not seem to belong to it.
+CAPTION_CLEARANCE = 0.02
+
 #: The smallest em size any text may have, in pixels of the format's full-size frame: a Short
 #: (1080x1920) is read on a phone, so 36 px; the explainer (1920x1080) on a larger screen, 30 px.
 MIN_TEXT_PX = {"portrait": (36, 1920), "landscape": (30, 1080)}
@@ -151,14 +158,16 @@ def layout_for(frame_width: float, frame_height: float) -> Layout:
     >>> L = layout_for(4.5, 8.0)
     >>> L.portrait, L.content.bottom > L.captions.top
     (True, True)
-    >>> round(L.captions.top, 3)  # the bottom third of an 8-unit frame starts at y = -4/3
-    -1.333
+    >>> round(L.captions.top, 2)  # the caption band: the bottom 22.5% of the frame (432 px of 1920)
+    -2.2
     """
     w, h = frame_width / 2, frame_height / 2
     frame = Box(-w, w, -h, h)
     if frame_height > frame_width:
         m = 0.22
-        caption_top = -h + frame_height / 3
+        # Content reaches down to just above where the assembly burns a two-line caption page
+        # in (inside the bottom third); a fixed third left a fifth of the frame empty.
+        caption_top = -h + frame_height * (caption_block_top(True) + CAPTION_CLEARANCE)
         return Layout(
             portrait=True,
             frame=frame,
@@ -557,6 +566,12 @@ class ClipScene(Scene):
         finally:
             r._original_skipping_status = saved
             r.skip_animations = saved
+
+
+def top_under(title, gap: float = 0.35) -> float:
+    """Where a scene's content starts: ``gap`` under its title as drawn. The title box has room
+    for two lines; a one-line title leaves the second to the content instead of an empty band."""
+    return title.get_bottom()[1] - gap
 
 
 def is_portrait() -> bool:

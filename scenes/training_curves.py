@@ -10,7 +10,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, Create, DashedLine, FadeIn, Line, VGroup, VMobject
 
 from scenes.payloads import TrainingCurvesPayload
-from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks
+from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
 
 
 class TrainingCurvesScene(ClipScene):
@@ -37,7 +37,7 @@ class TrainingCurvesScene(ClipScene):
         entries.move_to((L.content.cx, L.content.bottom + entries.height / 2, 0))
 
         ylab = fit_text(p.y_label, L.small_size, L.content.width, 1, color=MUTED)
-        ylab.move_to((L.content.left + ylab.width / 2, L.content.top - ylab.height / 2, 0))
+        ylab.move_to((L.content.left + ylab.width / 2, top_under(title) - ylab.height / 2, 0))
         xlab = fit_text(p.x_label, L.small_size, L.content.width, 1, color=MUTED)
         tick_w = 0.62 if L.portrait else 0.95
         left, right = L.content.left + tick_w, L.content.right - 0.1

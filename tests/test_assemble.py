@@ -121,3 +121,33 @@ def test_ffmpeg_failure_raises_and_leaves_no_file(media, tmp_path):
     with pytest.raises(RuntimeError, match="ffmpeg failed"):
         A.assemble(plan, tmp_path / "out.mp4")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [(1080, 1920), (480, 854)], ids=["full", "low"])
+def test_a_two_line_caption_page_stays_inside_the_band_portrait_scenes_keep_free(tmp_path, size):
+    # the scenes' layout (theme.layout_for) reads the caption geometry from assemble; this
+    # burns a real page in with libass and checks the lit pixels against that band
+    pytest.importorskip("manim")
+    import numpy as np
+
+    from scenes.theme import layout_for
+
+    w, h = size
+    style = A.caption_style(w, h)
+    text = "Before: no answer, after GRPO: unhandled exception"  # one sentence, two lines
+    assert len(A.caption_pages(text, style.max_chars)[0]) == A.CAPTION_LINES
+    plan = A.Plan([A.ShotMedia(tmp_path / "unused.mp4", 2.0, text)], w, h, 30)
+    ass = A.write_ass(plan, tmp_path / "c.ass")
+    raw = tmp_path / "frame.gray"
+    subprocess.run([A.ffmpeg_exe(), "-v", "error", "-y", "-f", "lavfi", "-i", f"color=black:s={w}x{h}:d=1", "-vf",
+                    f"ass=filename={A._filter_path(ass)}:fontsdir={A._filter_path(A.FONT_DIR)}", "-ss", "0.5",
+                    "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", str(raw)], check=True)
+    lit = np.nonzero(np.fromfile(raw, np.uint8).reshape(h, w).max(axis=1) > 20)[0]
+    assert lit.size, "no caption was drawn"
+    # two lines of text, and their top edge within the predicted block
+    assert lit.max() - lit.min() > 1.5 * style.font_size
+    top_from_bottom = (h - lit.min()) / h
+    assert top_from_bottom <= A.caption_block_top(True)
+    L = layout_for(4.5, 8.0)
+    band_top = (L.captions.top - L.frame.bottom) / L.frame.height  # fraction of the height from the bottom
+    assert top_from_bottom < band_top < 1 / 3  # under the scenes' content, inside the bottom third

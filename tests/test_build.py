@@ -48,14 +48,16 @@ def built(tmp_path_factory):
 
 def test_short_builds_with_audio(built):
     r = built["report"]
-    assert r.clips_total == 6 and r.clips_rendered == 6 and r.assembled
+    assert r.clips_total == 8 and r.clips_rendered == 8 and r.assembled
     s = streams(r.output)
     assert s["video"]["codec_name"] == "h264" and s["video"]["pix_fmt"] == "yuv420p"
     assert s["audio"]["codec_name"] == "aac"
     assert 0 < r.video_seconds <= 60
     # the manifest traces every shot to the episodes it shows (the fixture's hero is eval-0002)
     manifest = json.loads((r.output.parent / "short.manifest.json").read_text())
-    assert [m["scene"] for m in manifest["shots"]] == ["title", "kg_path", "reward_bars", "before_after", "results_table", "title"]
+    # the fixture logs an SFT curve and the distribution experiment, so both conditional shots are in
+    assert [m["scene"] for m in manifest["shots"]] == ["title", "kg_path", "reward_bars", "training_curves", "before_after",
+                                                     "distribution_trap", "results_table", "title"]
     assert {"phase": "grpo", "ex_id": "eval-0002", "role": "selected"} in manifest["shots"][1]["episodes"]
     assert manifest["run_id"] == "fixture" and all(m["episodes"] == [] for m in manifest["shots"] if m["scene"] == "title")
 
@@ -63,7 +65,7 @@ def test_short_builds_with_audio(built):
 def test_second_build_renders_nothing(built):
     before = built["report"].output.stat().st_mtime_ns
     r = build(SHORT, run=built["run"], out_dir=built["root"] / "out", cache_dir=built["cache"], **TINY)
-    assert (r.clips_rendered, r.clips_cached, r.assembled) == (0, 6, False)
+    assert (r.clips_rendered, r.clips_cached, r.assembled) == (0, 8, False)
     assert r.output.stat().st_mtime_ns == before
     assert r.seconds < 5
 
@@ -72,7 +74,7 @@ def test_changing_one_episode_rerenders_only_its_clips(built, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(built["run"], run)
     # rewrite the SFT answer of the hero question (eval-0002, the only 5-hop one): only the
-    # before/after shot (shot 4) shows SFT's answer; the KG path and reward shots show GRPO's
+    # before/after shot (shot 5) shows SFT's answer; the KG path and reward shots show GRPO's
     lines = (run / "episodes.jsonl").read_text().splitlines()
     changed = 0
     for i, line in enumerate(lines):
@@ -85,8 +87,8 @@ def test_changing_one_episode_rerenders_only_its_clips(built, tmp_path):
     assert changed == 1
     (run / "episodes.jsonl").write_text("\n".join(lines) + "\n")
     r = build(SHORT, run=run, out_dir=tmp_path / "out", cache_dir=built["cache"], **TINY)
-    assert r.rendered_shots == [3]
-    assert (r.clips_rendered, r.clips_cached, r.assembled) == (1, 5, True)
+    assert r.rendered_shots == [4]
+    assert (r.clips_rendered, r.clips_cached, r.assembled) == (1, 7, True)
 
 
 def test_clip_key_covers_payload_size_and_duration():

@@ -209,14 +209,84 @@ def test_contradictory_or_unknown_queries_fail_at_their_line(run_with_kg):
 def test_manifest_entries_name_every_shown_episode(run_with_kg):
     sb = load_storyboard(REPO / "storyboards" / "short.yaml")
     entries = [s.manifest_entry() for s in resolve_shots(sb, RunData.load(run_with_kg))]
-    assert [e["scene"] for e in entries] == ["title", "kg_path", "reward_bars", "before_after", "results_table", "title"]
+    assert [e["scene"] for e in entries] == SHORT_SCENES
     assert entries[0]["episodes"] == [] and "selection" not in entries[0]
     hero = {"phase": "grpo", "ex_id": "eval-0002", "role": "selected"}
     before = {"phase": "base", "ex_id": "eval-0002", "role": "before"}
     assert entries[1]["episodes"] == [hero, before]
     assert entries[1]["selection"] == {"query": ["improved", "grounded"], "fallback": False}
     # before/after: every phase's answer it draws
-    assert {(e["phase"], e["ex_id"]) for e in entries[3]["episodes"]} == {(p, "eval-0002") for p in ("base", "sft", "rsft", "grpo")}
+    ba = entries[SHORT_SCENES.index("before_after")]
+    assert {(e["phase"], e["ex_id"]) for e in ba["episodes"]} == {(p, "eval-0002") for p in ("base", "sft", "rsft", "grpo")}
+    # the curve and the distribution trap show run-wide logs, no episode
+    assert all(e["episodes"] == [] for e in entries if e["scene"] in ("training_curves", "distribution_trap"))
+
+
+#: the shipped Short over the fixture run, which logs an SFT curve and the distribution experiment
+SHORT_SCENES = ["title", "kg_path", "reward_bars", "training_curves", "before_after", "distribution_trap",
+                "results_table", "title"]
+
+
+def test_the_short_shows_learning_and_the_distribution_trap_only_for_runs_that_logged_them(run_with_kg):
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    data = RunData.load(run_with_kg)
+    shots = {s.scene: s for s in resolve_shots(sb, data)}
+    assert list(shots) == list(dict.fromkeys(SHORT_SCENES))
+    # learning over training: the SFT loss as logged, step by step (smoothed, never invented)
+    curve = shots["training_curves"].payload
+    logged = [pt["loss"] for pt in data.metrics["curves"]["sft"]]
+    (series,) = curve["series"]
+    assert [x for x, _ in series["points"]] == [pt["step"] for pt in data.metrics["curves"]["sft"]]
+    assert min(logged) <= min(y for _, y in series["points"]) <= max(y for _, y in series["points"]) <= max(logged)
+    assert str(len(logged)) in shots["training_curves"].narration
+    # the distribution trap: one bar per logged condition with its interval and n, and the
+    # caption's figures are those conditions' own
+    trap = shots["distribution_trap"].payload
+    dist = data.metrics["distribution"]
+    assert [(b["value"], [b["lo"], b["hi"]], b["n"]) for b in trap["bars"]] == \
+        [(d["accuracy"], d["accuracy_ci"], d["n"]) for d in dist.values()]
+    for name, d in dist.items():
+        assert f"{name}: {d['accuracy'] * 100:.0f}%, n = {d['n']}" in shots["distribution_trap"].caption
+    # the results table: every accuracy with its interval, and n
+    table = shots["results_table"].payload
+    final = data.metrics["eval"]["grpo"]
+    lo, hi = final["accuracy_ci"]
+    assert table["rows"][-1][1] == f"{final['accuracy'] * 100:.0f}% ({lo * 100:.0f}–{hi * 100:.0f}%)"
+    assert f"n = {final['n']}" in table["note"] and "95%" in table["note"]
+
+    # a run without the experiment, or without an SFT curve: those shots are left out, the rest stays
+    del data.metrics["distribution"]
+    assert [s.scene for s in resolve_shots(sb, data)] == [x for x in SHORT_SCENES if x != "distribution_trap"]
+    del data.metrics["curves"]["sft"]
+    assert [s.scene for s in resolve_shots(sb, data)] == [x for x in SHORT_SCENES
+                                                           if x not in ("distribution_trap", "training_curves")]
+    del data.metrics["curves"]
+    assert "training_curves" not in [s.scene for s in resolve_shots(sb, data)]
+
+
+def test_the_short_over_the_committed_run_has_its_learning_curve_and_no_trap():
+    # data/runs/quick did not run the distribution experiment: its Short has no trap shot
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    data = RunData.load(REPO / "data" / "runs" / "quick", kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    assert "distribution" not in data.metrics
+    assert [s.scene for s in resolve_shots(sb, data)] == [x for x in SHORT_SCENES if x != "distribution_trap"]
+
+
+def test_training_curve_smoothing_stays_inside_each_phase(run_with_kg):
+    data = RunData.load(run_with_kg)
+    data.metrics["curves"]["rsft"] = [{"step": s, "loss": 10.0} for s in (1, 2, 3)]
+    text = _shots("  - scene: training_curves\n    duration: 2\n    params:\n      series:\n"
+                  "        - {metric: loss, phases: [sft, rsft], smooth: SMOOTH}\n").replace("RUN", str(run_with_kg))
+    (shot,) = resolve_shots(loads_storyboard(text.replace("SMOOTH", "3")), data)
+    (series,) = shot.payload["series"]
+    sft = [pt["loss"] for pt in data.metrics["curves"]["sft"]]
+    ys = [y for _, y in series["points"]]
+    # SFT's points are means of SFT's own (never pulled up by RSFT's 10s); RSFT's stay 10
+    assert ys[:len(sft)] == pytest.approx([sum(sft[max(0, i - 1):i + 2]) / len(sft[max(0, i - 1):i + 2]) for i in range(len(sft))])
+    assert ys[len(sft):] == [10.0, 10.0, 10.0]
+    assert series["name"] == "loss (moving average)"
+    with pytest.raises(DataFileError, match="smooth must be a whole number"):
+        resolve_shots(loads_storyboard(text.replace("SMOOTH", "0")), data)
 
 
 def test_parse_claims_reads_the_trace_format(tiny_kg):

@@ -94,6 +94,13 @@ def _squash(text: str) -> str:
 
 def layout_audit(scene_type: str, payload: dict, width: int, height: int, tmp: Path) -> tuple[list, object]:
     """Every fit_text decision of one scene laid out at ``width`` x ``height`` (no rendering)."""
+    fits, L, _ = laid_out(scene_type, payload, width, height, tmp)
+    return fits, L
+
+
+def laid_out(scene_type: str, payload: dict, width: int, height: int, tmp: Path) -> tuple[list, object, list]:
+    """(fit_text decisions, layout, the mobjects the beats animate) of one scene laid out at
+    ``width`` x ``height`` (no rendering)."""
     from manim import config, tempconfig
 
     from scenes.registry import SCENE_TYPES
@@ -107,8 +114,10 @@ def layout_audit(scene_type: str, payload: dict, width: int, height: int, tmp: P
         scene = SCENE_TYPES[scene_type][0](payload=model, duration=6.0)
         scene.L = layout_for(config.frame_width, config.frame_height)
         with record_fits() as fits:
-            scene.beats()
-    return list(fits), scene.L
+            beats = scene.beats()
+    # beats built lazily (a callable) animate mobjects that earlier beats already show
+    mobs = [a.mobject for b in beats if not callable(b.anims) for a in b.anims]
+    return list(fits), scene.L, mobs
 
 
 def _drawn(f) -> bool:
@@ -194,3 +203,61 @@ def test_the_audit_catches_cut_small_and_off_frame_text(tmp_path):
     assert any(x.startswith("too small") for x in found)
     assert any(x.startswith("off frame") for x in found)
     assert any(x.startswith("ellipsis") for x in found) and any(x.startswith("cut") for x in found)
+
+
+def _short_over_the_committed_run():
+    from scenes.resolve import RunData, resolve_shots
+    from scenes.storyboard import load_storyboard
+
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    data = RunData.load(REPO / "data" / "runs" / "quick", kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    # data/runs/quick did not run the easy-vs-hard experiment; a synthetic block (test data,
+    # never shown as a result) lays out the Short's conditional trap shot as well
+    assert "distribution" not in data.metrics
+    data.metrics["distribution"] = {
+        "easy": {"n": 200, "correct": 61, "accuracy": 0.305, "accuracy_ci": [0.246, 0.371], "train_split": "train"},
+        "hard": {"n": 200, "correct": 74, "accuracy": 0.37, "accuracy_ci": [0.306, 0.439], "train_split": "train_hard"},
+    }
+    return resolve_shots(sb, data)
+
+
+def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_band(tmp_path):
+    from scenes.assemble import caption_block_top
+    from scenes.theme import em_pixels
+
+    shots = _short_over_the_committed_run()
+    assert {s.scene for s in shots} == set(payloads())  # every scene type is in the Short
+    for shot in shots:
+        fits, L, mobs = laid_out(shot.scene, shot.payload, 1080, 1920, tmp_path)
+        assert problems(fits, L, 1920) == [], shot.scene
+        assert min(em_pixels(f.effective_size, 1920) for f in fits) >= 36 - 1e-6
+        lowest = min(m.get_bottom()[1] for m in mobs)
+        captions_top = L.frame.bottom + L.frame.height * caption_block_top(True)  # a two-line page's top
+        # nothing in the band the captions are burned into, and no empty band above it: the
+        # lowest content ends at most 0.7 units (168 px of 1920) above the caption text
+        assert L.captions.top < L.content.bottom - 1e-6 <= lowest, shot.scene
+        assert lowest - captions_top <= 0.7, (shot.scene, round(lowest - captions_top, 2))
+
+
+def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
+    from scenes.theme import em_pixels
+
+    (shot,) = [s for s in _short_over_the_committed_run() if s.scene == "kg_path"]
+    fits, L, mobs = laid_out("kg_path", shot.payload, 1080, 1920, tmp_path)
+    labels = {n["label"] for n in shot.payload["nodes"]}
+    relations = {e["rel_label"] for e in shot.payload["edges"]}
+    nodes = [f for f in fits if _drawn(f) and f.text in labels]
+    pills = [f for f in fits if _drawn(f) and f.text in relations]
+    assert len(nodes) >= len(shot.payload["path"]) and pills
+    sizes = {round(f.effective_size, 3) for f in nodes}
+    assert len(sizes) == 1, "every node label at one size"
+    # as large as the frame allows: the hero's 5-hop path at >= 48 px (it was 36 px, shrunk to
+    # fit above a caption band a third of the frame tall), relation labels never larger
+    assert em_pixels(min(sizes), 1920) >= 48
+    assert max(f.effective_size for f in pills) <= min(sizes) + 1e-6
+    # the node boxes (label_box: VGroup(box, label)) span the content width
+    label_mobs = {id(f.mob) for f in nodes}
+    boxes = [sub[0] for m in mobs for sub in m.submobjects
+             if len(sub.submobjects) == 2 and id(sub.submobjects[1]) in label_mobs]
+    assert len(boxes) == len(nodes)
+    assert max(b.get_right()[0] for b in boxes) - min(b.get_left()[0] for b in boxes) >= 0.95 * L.content.width
