@@ -169,7 +169,7 @@ class Storyboard(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str
     format: Literal["short", "explainer"]
-    run: str = "data/runs/quick"
+    run: str = "data/runs/reference"
     kg: str | None = None
     questions: str | None = None
     voice: Voice = Field(default_factory=Voice)

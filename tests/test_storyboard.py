@@ -272,6 +272,15 @@ def test_the_short_over_the_committed_run_has_its_learning_curve_and_no_trap():
     assert [s.scene for s in resolve_shots(sb, data)] == [x for x in SHORT_SCENES if x != "distribution_trap"]
 
 
+def test_the_short_over_the_reference_run_shows_its_distribution_experiment():
+    # data/runs/reference ran the easy-vs-hard experiment: its Short has every shot, trap included
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    assert sb.run == "data/runs/reference"  # the storyboards' default run
+    data = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    assert set(data.metrics["distribution"]) == {"easy", "hard"}
+    assert [s.scene for s in resolve_shots(sb, data)] == SHORT_SCENES
+
+
 def test_training_curve_smoothing_stays_inside_each_phase(run_with_kg):
     data = RunData.load(run_with_kg)
     data.metrics["curves"]["rsft"] = [{"step": s, "loss": 10.0} for s in (1, 2, 3)]
