@@ -101,8 +101,10 @@ def keep_freed_memory() -> bool:
     Every training step frees and re-allocates the same large buffers (a 540 MB gradient for
     full fine-tuning, 32 MB of logits per 165-token row). glibc serves blocks over 32 MB with a
     fresh ``mmap`` and unmaps them on free, so each step pays page faults and zeroing again.
-    Measured here (one 135M fp32 forward+backward, median of 5): 20 tokens 0.58 -> 0.23 s,
-    165 tokens 0.79-0.86 -> 0.76-0.77 s, 330 tokens 1.59-1.86 -> 1.40-1.48 s. Hand-written
+    Measured here (one 135M fp32 forward+backward in a fresh process, median of 5): 20 tokens
+    0.58 -> 0.23 s, 165 tokens 0.79-0.86 -> 0.76-0.77 s, 330 tokens 1.59-1.86 -> 1.40-1.48 s;
+    inside TRL's trainer no gain (benchmarks/training.py: 147.8 vs 146.0 real tok/s, same run),
+    where glibc's adaptive mmap threshold already keeps most buffers. Hand-written
     because it is one ``mallopt`` call (the env-var form, ``MALLOC_MMAP_MAX_=0``, must be set
     before the process starts). Returns whether it applied (glibc only; a no-op elsewhere).
 
