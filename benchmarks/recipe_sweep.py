@@ -69,6 +69,12 @@ CASES: dict[str, dict] = {
                                      "question_epochs": 2, "batch_size": 1, "grad_accum": 2},
     "cover_full_lr1e-4_k0_q720": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 0, "n_questions": 720,
                                   "batch_size": 1, "grad_accum": 2},
+    # fifth session: the quick profile's budget spent on question rows only (finding 11: question
+    # rows carry the facts into the TRACE), with and without one knowledge pass
+    "cover_full_lr2e-4_k0_q1000": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 0, "n_questions": 1000,
+                                   "batch_size": 1, "grad_accum": 2},
+    "cover_full_lr2e-4_k1_q900": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 1, "n_questions": 900,
+                                  "batch_size": 1, "grad_accum": 2},
 }
 
 def main() -> None:

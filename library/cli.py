@@ -198,8 +198,10 @@ def _relaunch_args(argv: list[str], run_dir: Path) -> list[str]:
 
 @app.command()
 def monitor(
-    run: Path = typer.Argument(..., help="A run folder (read only)."),
+    run: Path = typer.Argument(..., help="A run folder (read only unless --write)."),
     out: Path = typer.Option(None, help="Write the report (settings and every step) as JSON here."),
+    write: bool = typer.Option(False, "--write", help="Store the recomputed blocks as the run's metrics.json "
+                               "'monitor' section (what training writes; for runs older than the monitor)."),
     data_dir: Path = typer.Option(None, "--data", help="Question files of the rollouts (default: the run's data_dir)."),
     kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
 ) -> None:
@@ -210,6 +212,7 @@ def monitor(
     """
     from library.jsonl import atomic_write_json
     from library.monitor import monitor_run
+    from library.runs import RunDir
 
     try:
         report = monitor_run(run, data_dir=data_dir, kg_path=kg,
@@ -219,13 +222,27 @@ def monitor(
         raise typer.Exit(2) from None
     if out is not None:
         atomic_write_json(out, report)
+    if write:
+        # The same function training calls for metrics.json (library.train.phase_monitor_block),
+        # over the same logged rollouts: a run from before the monitor gets the block it would have had.
+        run_dir = RunDir.open(run)
+        metrics = run_dir.update_metrics("monitor", report["phases"])
+        if "ablation" in report:
+            run_dir.update_metrics("ablation", {**metrics["ablation"], "monitor": report["ablation"]})
+        typer.echo(f"wrote the monitor block of {len(report['phases'])} phase(s)"
+                   f"{' and the ablation' if 'ablation' in report else ''} to {run / 'metrics.json'}")
     for phase, block in report["phases"].items():
         stop = block["stop_step"]
         typer.echo(f"{phase}: {block['status']} over {len(block['steps'])} step(s)"
                    + (f"; first stop at step {stop}" if stop is not None else ""))
+    if "ablation" in report:
+        block = report["ablation"]
+        typer.echo(f"ablation grpo: {block['status']} over {len(block['steps'])} step(s)"
+                   + (f"; first stop at step {block['stop_step']}" if block["stop_step"] is not None else ""))
     if not report["phases"]:
         typer.echo("no RSFT or GRPO rollouts in this run")
-    if any(block["stop_step"] is not None for block in report["phases"].values()):
+    blocks = [*report["phases"].values(), *([report["ablation"]] if "ablation" in report else [])]
+    if any(block["stop_step"] is not None for block in blocks):
         raise typer.Exit(1)
 
 

@@ -462,7 +462,8 @@ def monitor_run(run_dir: str | Path, *, data_dir: str | Path | None = None, kg_p
 
     The settings, question folder and KG default to the run's own (``meta.json`` config; a run
     from before the monitor existed gets the defaults); KL comes from ``metrics.json`` curves.
-    Returns ``{"run", "settings", "phases": {phase: the metrics.json monitor block}}``.
+    Returns ``{"run", "settings", "phases": {phase: the metrics.json monitor block}}``, plus
+    ``"ablation"`` (the same block for the reward ablation's GRPO) when the run has one.
     """
     from library.kg import load_kg
     from library.runs import RunDir
@@ -478,13 +479,28 @@ def monitor_run(run_dir: str | Path, *, data_dir: str | Path | None = None, kg_p
             rollouts[ep.phase].append(ep)
             wanted[ep.split].add(ep.ex_id)
     questions = _training_questions(Path(data_dir or config.get("data_dir") or "data"), wanted)
-    curves = run.read_metrics().get("curves") or {}
+    metrics = run.read_metrics()
+    curves = metrics.get("curves") or {}
     phases = {}
     for phase in PHASES:
         if rollouts.get(phase):
             phases[phase] = monitor_phase(phase, rollouts[phase], questions.values(), kg, settings,
                                           kl_by_step(curves.get(phase) or []), log=log).summary()
-    return {"run": str(run.path), "settings": settings.model_dump(mode="json"), "phases": phases}
+    report = {"run": str(run.path), "settings": settings.model_dump(mode="json"), "phases": phases}
+    # The reward ablation's GRPO (library.train.run_ablation) logs to <run>/ablation/<preset>/
+    ablation = metrics.get("ablation") or {}
+    sub = run.path / "ablation" / str(ablation.get("reward_preset"))
+    if (sub / "episodes.jsonl").exists():
+        ablated = [ep for ep in RunDir(sub).iter_episodes() if ep.kind == ROLLOUT_KIND and ep.phase == "grpo"]
+        if ablated:
+            pool_ids: dict[str, set[str]] = defaultdict(set)
+            for ep in ablated:
+                pool_ids[ep.split].add(ep.ex_id)
+            pool = _training_questions(Path(data_dir or config.get("data_dir") or "data"), pool_ids)
+            log_ablation = (lambda line: log(f"ablation {line}")) if log else None
+            report["ablation"] = monitor_phase("grpo", ablated, pool.values(), kg, settings,
+                                               kl_by_step(ablation.get("curve") or []), log=log_ablation).summary()
+    return report
 
 
 def threshold_ratios(step: Mapping[str, Any], settings: MonitorSettings) -> dict[str, float]:

@@ -709,4 +709,6 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
                 "by_hop": block.get("by_hop", {}), "steps": res.steps, "curve": res.curve,
                 "vs_grpo": compare_phases(main_grpo + ablated, "eval", "grpo", "ablation"),
                 "seconds": round(time.perf_counter() - t0, 2)})
+    if config.monitor.enabled:  # does the other reward invite gaming the graph? (what `kgr monitor` recomputes)
+        out["monitor"] = phase_monitor_block(config, data, selection, sub, "grpo", res.curve)
     return out

@@ -246,6 +246,37 @@ def test_a_finished_run_is_checked_again_from_its_log(real_kg, reward, train_que
     # the same steps from the episodes alone, as metrics.json's writer computes them
     assert monitor_phase("grpo", episodes, policy.questions, real_kg, MonitorSettings(), kl).summary() == live.summary()
 
+    # --write stores the blocks as metrics.json's monitor section and keeps every other section
+    result = CliRunner().invoke(app, ["monitor", str(run.path), "--write"])
+    assert result.exit_code == 1, result.output
+    metrics = run.read_metrics()
+    assert metrics["monitor"] == json.loads(json.dumps(report["phases"]))
+    assert metrics["curves"]["grpo"][0]["kl"] == 0.001
+
+
+def test_the_reward_ablation_is_monitored_from_its_sub_run(real_kg, reward, train_questions, tmp_path):
+    """The ablation's GRPO logs to <run>/ablation/<preset>/; monitor_run judges it with the KL of
+    metrics.json's ablation curve, and --write stores it as ablation.monitor."""
+    from library.cli import app
+
+    policy = ScriptedPolicy(real_kg, reward, three_hop_questions(real_kg, train_questions))
+    kl = {1: 0.001, 2: 0.002, 3: 0.004}
+    live, episodes = run_policy(policy, [CLEAN, CLEAN, CLEAN], kl=kl)
+    run = RunDir.create(tmp_path, "with-ablation")
+    run.write_meta({"config": {"data_dir": str(REPO / "data"), "kg_path": str(REPO / "data" / "kg.json")}})
+    RunDir.create(run.path / "ablation", "paper+edges+correctness").append_episodes(episodes)
+    run.write_metrics({"ablation": {"reward_preset": "paper+edges+correctness", "accuracy": 0.5,
+                                    "curve": [{"step": s, "kl": v} for s, v in kl.items()]}})
+
+    report = monitor_run(run.path)
+    assert report["phases"] == {}
+    assert report["ablation"] == live.summary()
+    result = CliRunner().invoke(app, ["monitor", str(run.path), "--write"])
+    assert result.exit_code == 0, result.output
+    assert "ablation grpo: ok over 3 step(s)" in result.output
+    ablation = run.read_metrics()["ablation"]
+    assert ablation["accuracy"] == 0.5 and ablation["monitor"] == json.loads(json.dumps(live.summary()))
+
 
 def test_monitor_run_names_a_missing_question_file(tmp_path, real_kg, reward, train_questions):
     from library.errors import DataFileError
