@@ -75,6 +75,12 @@ CASES: dict[str, dict] = {
                                    "batch_size": 1, "grad_accum": 2},
     "cover_full_lr2e-4_k1_q900": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 1, "n_questions": 900,
                                   "batch_size": 1, "grad_accum": 2},
+    # the k0 case above reached 40% on dev (n=100) at 1,000 rows: knowledge passes still pay. Rows
+    # of 3 hops show 3 facts in a TRACE each (1-hop rows 1) and practise the longest trained chain
+    "hop3_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                 "question_hops": [3], "batch_size": 1, "grad_accum": 2},
+    "hop23_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
+                                  "question_hops": [2, 3], "batch_size": 1, "grad_accum": 2},
 }
 
 def main() -> None:

@@ -82,6 +82,10 @@ class SFTSettings(_Strict):
     # How many training questions SFT demonstrates the format on (hop-balanced; None: all of
     # train.jsonl minus the GRPO pool). A question row costs ~150 tokens, a fact ~12.
     n_questions: int | None = Field(None, ge=1)
+    # Hop lengths the SFT questions are drawn from (balanced over these; None: every length in
+    # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
+    # 1-hop row, and practises the longest chain the main pipeline may train on.
+    question_hops: list[int] | None = None
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)

@@ -166,7 +166,11 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
     grpo_pool = select_balanced(data.train, config.grpo.n_prompts, f"{seed}:grpo") if config.grpo.enabled else []
     grpo_ids = {q.id for q in grpo_pool}
     not_rl = [q for q in data.train if q.id not in grpo_ids]
-    sft = select_balanced(not_rl, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else not_rl
+    hops = set(config.sft.question_hops or ())
+    sft_pool = [q for q in not_rl if q.hop_len in hops] if hops else not_rl
+    if not sft_pool:
+        raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
+    sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
     # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
     sft_ids = {q.id for q in sft}

@@ -166,6 +166,22 @@ def test_selection_is_balanced_and_disjoint(tmp_path):
     assert make_selection(config, load_data(config)).summary() == sel.summary()  # deterministic
 
 
+def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
+    from library.train import load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir)
+    data = load_data(config)
+    longest = max(q.hop_len for q in data.train)
+    only_longest = config.model_copy(update={"sft": config.sft.model_copy(update={"question_hops": [longest]})})
+    sel = make_selection(only_longest, data)
+    assert sel.sft and {q.hop_len for q in sel.sft} == {longest}
+    assert not {q.id for q in sel.sft} & {q.id for q in sel.grpo_pool}
+    nowhere = config.model_copy(update={"sft": config.sft.model_copy(update={"question_hops": [9]})})
+    with pytest.raises(ValueError, match="question_hops"):
+        make_selection(nowhere, data)
+
+
 def test_pipeline_completes_with_valid_logs(trained):
     from library.contracts import Episode
 

@@ -1,0 +1,110 @@
+"""GRPO learning-rate sweep on the dev split: can RL move a fully fine-tuned SFT model at all?
+
+The reference run's GRPO (a fresh LoRA adapter at lr 2e-5) left every greedy eval answer
+unchanged (KL <= 6e-5, docs/RECIPE.md finding 13). This script starts each case from the same
+saved SFT model (``recipe_sweep.py --save``), trains a fresh LoRA adapter with the pipeline's
+own ``run_grpo`` on the pipeline's RL pool (training questions held out of SFT), and measures
+greedy accuracy on ``--n-dev`` dev questions (4-5 hops; eval.jsonl is never read), paired
+against the SFT model on the same questions (bootstrap over questions).
+
+Usage::
+
+    .venv/bin/python benchmarks/recipe_sweep.py --cases cover_full_lr2e-4_k0_q1000 --save /tmp/sft
+    .venv/bin/python benchmarks/grpo_sweep.py --start /tmp/sft/cover_full_lr2e-4_k0_q1000 --lrs 2e-5,2e-4,1e-3
+
+One JSON line per case goes to ``--out`` as it finishes (with the per-step curve: reward, KL,
+seconds); the last line printed is one JSON object with every case's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--start", type=Path, required=True, help="a fully fine-tuned SFT model folder")
+    ap.add_argument("--lrs", default="2e-5,2e-4,1e-3", help="comma-separated GRPO learning rates")
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--steps", type=int, default=12, help="GRPO optimizer steps per case")
+    ap.add_argument("--prompts-per-step", type=int, default=4)
+    ap.add_argument("--n-dev", type=int, default=100, help="dev questions (hop-balanced)")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "grpo_sweep.jsonl")
+    args = ap.parse_args()
+
+    import torch
+    from transformers import set_seed
+
+    from library.config import load_config
+    from library.evaluate import compare_phases, evaluate
+    from library.grpo import run_grpo
+    from library.model import load_tokenizer
+    from library.reward import RewardConfig, RewardModel
+    from library.runs import RunDir
+    from library.sft import add_lora, load_full_model
+    from library.train import load_data, make_selection, select_balanced
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    lrs = [float(x) for x in args.lrs.split(",")]
+    grpo = {"max_steps": args.steps, "prompts_per_step": args.prompts_per_step,
+            "n_prompts": args.steps * args.prompts_per_step, "save_steps": args.steps, "init_from": "sft"}
+    cfg = load_config(args.profile, overrides={"grpo": grpo})
+    torch.set_num_threads(cfg.threads or torch.get_num_threads())
+    data = load_data(cfg)
+    selection = make_selection(cfg, data)
+    dev = select_balanced(data.dev, args.n_dev, f"{cfg.seed}:dev")
+    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.eval.reward_preset))
+    rl_reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.grpo.reward_preset))
+    tok = load_tokenizer(cfg.model)
+    base = load_full_model(args.start)
+
+    def dev_episodes(model, root: Path, phase_label: str) -> tuple[dict, list]:
+        run = RunDir.create(root, phase_label)
+        block = evaluate(model, tok, dev, eval_reward, phase="grpo", split="dev", run=run,
+                         batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
+                         store_metrics=False, progress=False)
+        return block, [e.model_copy(update={"phase": phase_label}) for e in run.read_episodes(split="dev")]
+
+    finals: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        sft_block, sft_eps = dev_episodes(base, Path(tmp), "sft")
+        finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
+                         "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
+        print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)
+        for lr in lrs:
+            name = f"grpo_lr{lr:g}"
+            set_seed(cfg.seed)
+            settings = cfg.grpo.model_copy(update={"learning_rate": lr})
+            policy = add_lora(base, cfg.sft.lora)
+            run = RunDir.create(Path(tmp), f"{name}-train")
+            t0 = time.perf_counter()
+            model, res = run_grpo(policy, tok, selection.grpo_pool, settings, rl_reward, run,
+                                  ckpt_dir=Path(tmp) / name / "ckpt", adapter_dir=Path(tmp) / name / "adapter",
+                                  seed=cfg.seed, forbidden_ids=selection.forbidden_ids, resume=False)
+            train_s = time.perf_counter() - t0
+            model.eval()
+            block, eps = dev_episodes(model, Path(tmp), name)
+            paired = compare_phases(sft_eps + eps, "dev", "sft", name)
+            line = {"case": name, "learning_rate": lr, "steps": res.steps, "train_seconds": round(train_s, 1),
+                    "dev_accuracy": block["accuracy"], "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
+                    "vs_sft": {k: paired.get(k) for k in ("n", "diff", "ci", "p_not_better")},
+                    "curve": [{k: p.get(k) for k in ("step", "reward", "kl", "loss")} for p in res.curve]}
+            with args.out.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+            print(json.dumps(line), flush=True)
+            finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "train_seconds")}
+            base = model.unload()  # the SFT weights without this case's adapter, for the next case
+    print(json.dumps(finals))
+
+
+if __name__ == "__main__":
+    main()
