@@ -7,7 +7,9 @@
   is the ablation). The sum is checked against ``RewardModel``'s total for every completion.
 - **Every sampled completion is an Episode** (phase ``grpo``, ``split`` the question's training
   split, ``step`` = the optimizer step the rollout feeds, ``sample_idx`` within its group,
-  ``kind: "rollout"``), written as a side effect of the first reward function of each batch.
+  ``kind: "rollout"``). The reward functions share one scoring of each batch and write
+  nothing (:class:`RolloutScorer`); a trainer callback writes the episodes at the end of each
+  optimizer step (:class:`RolloutLog`).
 - **KL to the starting policy** (paper: beta 0.05): the trainer receives a PeftModel whose
   trainable "default" adapter is the SFT/RSFT one; TRL then copies it into a frozen "ref"
   adapter and computes reference log-probs with that adapter active, so beta > 0 costs one
@@ -56,38 +58,42 @@ def component_weights(reward_config) -> dict[str, float]:
     return {"correctness": 1.0, "path": 1.0, "spam": -1.0, "edge": 1.0 if reward_config.edge_verified else 0.0}
 
 
+@dataclass
+class ScoredBatch:
+    """One batch of rollouts as TRL handed it to the reward functions, scored once."""
+
+    step: int
+    questions: list[Any]
+    completions: list[str]
+    scored: list[Any]
+
+    def episodes(self) -> list[Episode]:
+        return rollout_episodes(self.questions, self.completions, self.scored, step=self.step)
+
+
 class RolloutScorer:
-    """Scores a batch once, hands each component to its reward function, logs the episodes.
+    """Scores a batch once and hands each component to its reward function; writes nothing.
 
-    TRL calls the reward functions one after another on the same batch; the first call for a
-    batch scores every completion (``RewardModel.score``) and appends the episodes, the others
-    read the cached breakdowns.
-
-    Across N processes TRL hands each process its own slice of the step's completions and calls
-    the reward functions on every process at the same point. Each process scores its slice; the
-    step's episodes are then gathered in rank order (TRL's order of the global batch) onto
-    every process, numbered per question over the whole step, and appended by the main process
-    alone, so the log holds each rollout once and the monitor judges the same step everywhere.
+    TRL calls the reward functions one after another on the same batch, and gives them no
+    scored batch to read; so the first call scores every completion (``RewardModel.score``) and
+    checks that the weighted components sum to the total, and the others read that scoring.
+    Each scored batch waits until :class:`RolloutLog` takes it at the end of the optimizer step.
     """
 
-    def __init__(self, questions: Sequence[Any], reward_model, run, *, forbidden_ids: Iterable[str] = (),
-                 log_episodes: bool = True, keep_steps: bool = False):
+    def __init__(self, questions: Sequence[Any], reward_model, *, forbidden_ids: Iterable[str] = ()):
         self.by_id = {q.id: q for q in questions}
         self.reward_model = reward_model
-        self.run = run
         self.forbidden_ids = set(forbidden_ids)
         self.weights = component_weights(reward_model.config)
-        self.log_episodes = log_episodes
-        # keep_steps: hold each step's episodes until take_step() hands them to the monitor
-        self.steps: dict[int, list[Episode]] | None = {} if keep_steps else None
         self._key: tuple | None = None
-        self._scored: list[Any] = []
-        self.n_logged = 0
+        self._last: ScoredBatch | None = None
+        self._pending: list[ScoredBatch] = []
 
-    def _score(self, ex_ids: Sequence[str], completions: Sequence[str], step: int) -> list[Any]:
+    def scored_batch(self, ex_ids: Sequence[str], completions: Sequence[str], step: int) -> ScoredBatch:
+        """The batch scored for these completions: scored on the first request, looked up after."""
         key = (step, tuple(ex_ids), tuple(completions))
         if key == self._key:
-            return self._scored
+            return self._last
         questions = [self.by_id[i] for i in ex_ids]
         assert_training_only(questions, self.forbidden_ids)
         scored = [self.reward_model.score(q, c) for q, c in zip(questions, completions)]
@@ -96,27 +102,22 @@ class RolloutScorer:
             weighted = sum(self.weights[name] * float(parts[comp]) for name, comp in COMPONENT_FUNCS)
             if not math.isclose(weighted, float(s.reward.total), rel_tol=1e-9, abs_tol=1e-9):
                 raise RuntimeError(f"reward components do not sum to the total: {weighted} != {s.reward.total}")
-        if self.log_episodes or self.steps is not None:
-            from library.distributed import gather, is_writer
+        batch = ScoredBatch(step, questions, list(completions), scored)
+        self._key, self._last = key, batch
+        self._pending.append(batch)
+        return batch
 
-            episodes = number_samples(gather(rollout_episodes(questions, completions, scored, step=step)))
-            if self.log_episodes and is_writer():
-                self.n_logged += self.run.append_episodes(episodes)
-            if self.steps is not None:
-                self.steps.setdefault(step, []).extend(episodes)
-        self._key, self._scored = key, scored
-        return scored
-
-    def take_step(self, step: int) -> list[Episode]:
-        """The episodes scored for ``step`` (once: they are handed over, not kept)."""
-        return (self.steps or {}).pop(step, [])
+    def take_batches(self) -> list[ScoredBatch]:
+        """The batches scored since the last call, oldest first (handed over, not kept)."""
+        batches, self._pending = self._pending, []
+        return batches
 
     def reward_function(self, name: str, component: str) -> Callable[..., list[float]]:
         def fn(prompts, completions, ex_id, trainer_state=None, **kwargs) -> list[float]:
             step = int(trainer_state.global_step) + 1 if trainer_state is not None else 0
             texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-            scored = self._score(list(ex_id), texts, step)
-            return [float(getattr(s.reward, component)) for s in scored]
+            batch = self.scored_batch(list(ex_id), texts, step)
+            return [float(getattr(s.reward, component)) for s in batch.scored]
 
         fn.__name__ = name
         return fn
@@ -124,6 +125,56 @@ class RolloutScorer:
     def reward_functions(self) -> tuple[list[Callable], list[float]]:
         funcs = [self.reward_function(name, comp) for name, comp in COMPONENT_FUNCS]
         return funcs, [self.weights[name] for name, _ in COMPONENT_FUNCS]
+
+
+class RolloutLog:
+    """The one place GRPO rollouts become episodes: :meth:`end_step`, which the trainer calls
+    through :meth:`callback` at the end of every optimizer step, before any checkpoint of that
+    step is saved (a checkpoint never covers a step whose rollouts are not in the log).
+
+    Across N processes TRL hands each process its own slice of the step's completions, so each
+    process scored only its slice. At the end of the step (which every process reaches at the
+    same point) each batch's episodes are gathered in rank order (TRL's order of the global
+    batch) onto every process, numbered per question over the whole step, and appended by the
+    main process alone, so the log holds each rollout once and the monitor judges the same step
+    everywhere.
+    """
+
+    def __init__(self, scorer: RolloutScorer, run, *, keep_steps: bool = False):
+        self.scorer = scorer
+        self.run = run
+        # keep_steps: hold each step's episodes until take_step() hands them to the monitor
+        self.steps: dict[int, list[Episode]] | None = {} if keep_steps else None
+
+    def end_step(self) -> list[Episode]:
+        """Log the rollouts scored since the last call; returns their episodes (every process
+        gets the whole step's, the main process alone writes them)."""
+        from library.distributed import gather, is_writer
+
+        logged: list[Episode] = []
+        for batch in self.scorer.take_batches():
+            episodes = number_samples(gather(batch.episodes()))
+            if is_writer():
+                self.run.append_episodes(episodes)
+            if self.steps is not None:
+                self.steps.setdefault(batch.step, []).extend(episodes)
+            logged.extend(episodes)
+        return logged
+
+    def take_step(self, step: int) -> list[Episode]:
+        """The episodes logged for ``step`` (once: they are handed over, not kept)."""
+        return (self.steps or {}).pop(step, [])
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        log = self
+
+        class _EndOfStep(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                log.end_step()
+
+        return _EndOfStep()
 
 
 def rollout_episodes(questions: Sequence[Any], completions: Sequence[str], scored: Sequence[Any], *, step: int,
@@ -211,7 +262,7 @@ def _trainer_log_callback(sink: list[dict[str, Any]]):
     return _Sink()
 
 
-def _monitor_callback(monitor, scorer: RolloutScorer):
+def _monitor_callback(monitor, rollout_log: RolloutLog):
     """Judges each optimizer step when the trainer logs it (``logging_steps=1``: every step, with
     the step's KL), and ends training with a checkpoint when the monitor stops the phase."""
     from transformers import TrainerCallback
@@ -219,7 +270,7 @@ def _monitor_callback(monitor, scorer: RolloutScorer):
     class _Monitor(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             step = int(state.global_step)
-            episodes = scorer.take_step(step)  # empty for the run summary logged after the last step
+            episodes = rollout_log.take_step(step)  # empty for the run summary logged after the last step
             if not episodes:
                 return
             kl = (logs or {}).get("kl")
@@ -316,7 +367,8 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         _seed_monitor(monitor, run, resume_from)
         if monitor.stop_report is not None:  # the interrupted process had stopped here: go no further
             max_steps = min(max_steps, monitor.stop_report.step)
-    scorer = RolloutScorer(questions, reward_model, run, forbidden_ids=forbidden_ids, keep_steps=monitor is not None)
+    scorer = RolloutScorer(questions, reward_model, forbidden_ids=forbidden_ids)
+    rollout_log = RolloutLog(scorer, run, keep_steps=monitor is not None)
     funcs, weights = scorer.reward_functions()
     rows = [{"prompt": format_prompt(tokenizer, q.prompt), "ex_id": q.id} for q in questions]
     completions_per_step = settings.prompts_per_step * settings.num_generations
@@ -353,8 +405,8 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        callbacks=[_trainer_log_callback(trainer_logs),
-                   *([_monitor_callback(monitor, scorer)] if monitor is not None else []), *(callbacks or [])],
+        callbacks=[_trainer_log_callback(trainer_logs), rollout_log.callback(),
+                   *([_monitor_callback(monitor, rollout_log)] if monitor is not None else []), *(callbacks or [])],
         rollout_func=pipeline_rollout_func(tokenizer, settings, seed) if settings.pipeline_generator else None,
     )
     report = trainable_report(trainer.model)

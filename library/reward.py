@@ -180,6 +180,8 @@ class EntityMatcher:
     >>> m = EntityMatcher(kg)
     >>> m.find("Clock  SKEW, then skewed clocks, skew, http 502 bad gateway and e502")
     ['ClockSkew', 'Skew', 'E502', 'E502']
+    >>> m.spans("See clock skew.")
+    [(4, 14, 'ClockSkew')]
     """
 
     def __init__(self, kg: KnowledgeGraph):
@@ -190,12 +192,24 @@ class EntityMatcher:
 
     def find(self, text: str) -> list[str]:
         """Entity ids in order of appearance, repeats included."""
+        return [ident for _, _, ident in self.spans(text)]
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """``(start, end, entity id)`` of each mention, in order, as offsets into ``text``."""
+        lowered = text.lower()
+        # A few characters lower-case to two ("\u0130" -> "i\u0307"); then each offset into
+        # ``lowered`` is mapped back to the character of ``text`` it came from.
+        origin = None if len(lowered) == len(text) else [i for i, ch in enumerate(text) for _ in ch.lower()]
         lookup = self.table.lookup
         out = []
-        for s in self.regex.findall(text.lower()):
-            ident = lookup(s)
-            if ident is not None:
-                out.append(ident)
+        for m in self.regex.finditer(lowered):
+            ident = lookup(m.group())
+            if ident is None:
+                continue
+            if origin is None:
+                out.append((m.start(), m.end(), ident))
+            else:
+                out.append((origin[m.start()], origin[m.end() - 1] + 1, ident))
         return out
 
 

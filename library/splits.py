@@ -26,6 +26,7 @@ from library.jsonl import atomic_write_json, write_jsonl_atomic
 from library.kg import KnowledgeGraph, load_kg
 from library.leakage import entity_seq, leakage_report, path_edges, windows
 from library.multiple_choice import make_question, question_id, shuffle_question, verify_unique
+from library.oracle import oracle_report
 
 SPLIT_FILES = {
     "train": "train.jsonl",
@@ -427,8 +428,6 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
 
     verified = {name: [sum(verify_unique(kg, q) for q in qs), len(qs)] for name, qs in splits.items()}
     leakage = leakage_report(train_qs, eval_qs, hard_qs, dev_qs)
-    from library.oracle import oracle_report  # here, not at the top: oracle imports this module's helpers
-
     oracle = oracle_report(kg, splits)
     eval_edges = path_edges(eval_qs)
     train_edges = path_edges(train_qs)

@@ -9,6 +9,7 @@ import yaml
 
 from library.backends import BackendUnavailable, select_backend
 from library.backends import mlx as mlx_backend
+from library.backends import mlx_adapters, mlx_grpo
 from library.contracts import GoldPath, Question
 from library.jsonl import write_jsonl_atomic
 
@@ -96,7 +97,7 @@ def test_peft_mlx_adapter_round_trip_preserves_the_model(tmp_path):
     ids = torch.tensor([[1, 5, 9, 3]])
     expected = model(ids).logits
 
-    mlx_dir = mlx_backend.peft_to_mlx(tmp_path / "peft", tmp_path / "mlx")
+    mlx_dir = mlx_adapters.peft_to_mlx(tmp_path / "peft", tmp_path / "mlx")
     mlx_cfg = json.loads((mlx_dir / "adapter_config.json").read_text())
     assert mlx_cfg["lora_parameters"] == {"rank": 4, "scale": 2.0, "dropout": 0.0,
                                           "keys": ["mlp.down_proj", "self_attn.q_proj", "self_attn.v_proj"]}
@@ -113,7 +114,7 @@ def test_peft_mlx_adapter_round_trip_preserves_the_model(tmp_path):
     peft_delta = (q.lora_B["default"](q.lora_A["default"](torch.from_numpy(x))) * 2.0).detach().numpy()
     np.testing.assert_allclose(2.0 * (x @ a) @ b, peft_delta, rtol=1e-5, atol=1e-5)
 
-    back = mlx_backend.mlx_to_peft(mlx_dir, tmp_path / "peft2")
+    back = mlx_adapters.mlx_to_peft(mlx_dir, tmp_path / "peft2")
     fresh = LlamaForCausalLM(config).eval()
     fresh.load_state_dict(base_weights)  # same base weights; the LoRA weights come only from `back`
     reloaded = PeftModel.from_pretrained(fresh, back)
@@ -375,14 +376,14 @@ def test_reward_bounds_hold_and_the_unit_map_keeps_grpo_advantages(tiny_kg, kg_q
         "TRACE: TLS handshake error leads to service down, which is fixed by renew the certificate.\nANSWER: C", ""]
     for name in PRESET_NAMES:
         cfg = RewardConfig.preset_named(name)
-        rm, bounds = RewardModel(tiny_kg, cfg), mlx_backend.reward_bounds(cfg)
+        rm, bounds = RewardModel(tiny_kg, cfg), mlx_grpo.reward_bounds(cfg)
         totals = np.array([rm.score(kg_questions[0], t).reward.total for t in texts])
-        unit = np.array([mlx_backend.to_unit(float(x), bounds) for x in totals])
+        unit = np.array([mlx_grpo.to_unit(float(x), bounds) for x in totals])
         assert ((0 <= unit) & (unit <= 1)).all()
         adv = lambda r: (r - r.mean()) / (r.std() + 1e-12)  # noqa: E731 - GRPO's group normalisation
         np.testing.assert_allclose(adv(unit), adv(totals), atol=1e-9)
     with pytest.raises(ValueError, match="outside its bounds"):
-        mlx_backend.to_unit(5.0, (-1.0, 1.0))
+        mlx_grpo.to_unit(5.0, (-1.0, 1.0))
 
 
 def test_mlx_grpo_reward_scores_and_logs_training_rollouts_only(tmp_path, tiny_kg, kg_questions):
@@ -392,18 +393,18 @@ def test_mlx_grpo_reward_scores_and_logs_training_rollouts_only(tmp_path, tiny_k
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
     rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper+edges"))
-    reward = mlx_backend.MlxGrpoReward(kg_questions[:2], rm, run)
+    reward = mlx_grpo.MlxGrpoReward(kg_questions[:2], rm, run)
     comps = [SAMPLES[0][1], SAMPLES[0][0], SAMPLES[1][1], SAMPLES[1][0]]
     ids = ["train-00001", "train-00001", "train-00002", "train-00002"]
     got = reward(comps, ids)
-    bounds = mlx_backend.reward_bounds(rm.config)
-    want = [mlx_backend.to_unit(rm.score(kg_questions[i // 2], c).reward.total, bounds) for i, c in enumerate(comps)]
+    bounds = mlx_grpo.reward_bounds(rm.config)
+    want = [mlx_grpo.to_unit(rm.score(kg_questions[i // 2], c).reward.total, bounds) for i, c in enumerate(comps)]
     assert got == want and got[0] > got[1]
     eps = list(run.iter_episodes(phase="grpo"))
     assert [(e.ex_id, e.step, e.sample_idx, e.kind) for e in eps] == [
         ("train-00001", 1, 0, "rollout"), ("train-00001", 1, 1, "rollout"),
         ("train-00002", 1, 0, "rollout"), ("train-00002", 1, 1, "rollout")]
-    reward([SAMPLES[1][1]], ["train-00002" + mlx_backend.VALID_SUFFIX])  # a validation batch: scored, not logged
+    reward([SAMPLES[1][1]], ["train-00002" + mlx_grpo.VALID_SUFFIX])  # a validation batch: scored, not logged
     assert len(list(run.iter_episodes(phase="grpo"))) == 4 and reward.step == 1
     with pytest.raises(KeyError, match="not in the RL pool"):
         reward(["x"], ["eval-0001"])
@@ -412,23 +413,23 @@ def test_mlx_grpo_reward_scores_and_logs_training_rollouts_only(tmp_path, tiny_k
 def test_mlx_grpo_rows_reward_file_and_config(tmp_path, kg_questions):
     from library.config import GRPOSettings
 
-    rows = mlx_backend.grpo_records(kg_questions[:2], system="SYS")
+    rows = mlx_grpo.grpo_records(kg_questions[:2], system="SYS")
     assert rows[0] == {"prompt": kg_questions[0].prompt, "system": "SYS", "answer": "train-00001", "type": "kgr"}
-    assert mlx_backend.grpo_records(kg_questions[:1], system="SYS", valid=True)[0]["answer"] == "train-00001#valid"
-    path = mlx_backend.write_reward_file(tmp_path / "r.py", {"kg_path": "kg.json"}, Path("/repo"))
+    assert mlx_grpo.grpo_records(kg_questions[:1], system="SYS", valid=True)[0]["answer"] == "train-00001#valid"
+    path = mlx_grpo.write_reward_file(tmp_path / "r.py", {"kg_path": "kg.json"}, Path("/repo"))
     src = path.read_text(encoding="utf-8")
     compile(src, str(path), "exec")
     assert "register_reward_function('kgr_reward')" in src and "def kgr_reward(prompts, completions, answer" in src
     settings = GRPOSettings(num_generations=4, prompts_per_step=2, max_steps=7, beta=0.05)
     lora = mlx_backend.MlxLoraConfig()
-    cfg = yaml.safe_load(mlx_backend.write_grpo_config(
+    cfg = yaml.safe_load(mlx_grpo.write_grpo_config(
         settings, lora, "/m", tmp_path / "d", tmp_path / "a", path, tmp_path / "g.yaml",
         resume_adapter_file=tmp_path / "sft" / "adapters.safetensors", reference_model_path="/fused", seed=0).read_text())
     assert (cfg["train_mode"], cfg["group_size"], cfg["batch_size"], cfg["iters"], cfg["beta"]) == ("grpo", 4, 2, 7, 0.05)
     assert (cfg["reward_functions"], cfg["grpo_loss_type"], cfg["reference_model_path"]) == ("kgr_reward", "bnpo", "/fused")
     assert cfg["resume_adapter_file"].endswith("sft/adapters.safetensors") and cfg["temperature"] == 0.6
     with pytest.raises(ValueError, match="no mlx-lm-lora equivalent"):
-        mlx_backend.write_grpo_config(settings.model_copy(update={"loss_type": "cispo"}), lora, "/m", tmp_path, tmp_path,
+        mlx_grpo.write_grpo_config(settings.model_copy(update={"loss_type": "cispo"}), lora, "/m", tmp_path, tmp_path,
                                       path, tmp_path / "h.yaml", resume_adapter_file=None, reference_model_path=None, seed=0)
 
 
@@ -482,7 +483,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
 
     def fake_train(cfg, model_path, records, work_dir, adapter_dir, *, resume_adapter_file=None, name="sft"):
         calls.append((name, len(records), resume_adapter_file is not None, cfg.rank, cfg.scale))
-        mlx_backend.peft_to_mlx(peft_dir, adapter_dir)
+        mlx_adapters.peft_to_mlx(peft_dir, adapter_dir)
         return [{"step": 1, "loss": 2.0}]
 
     def fake_sample(model_path, adapter_dir, user_texts, *, k, **kw):
@@ -491,7 +492,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
 
     def fake_grpo(settings, lora, model_path, questions, *, adapter_dir, init_adapter_dir, **kw):
         calls.append(("grpo", len(questions), Path(init_adapter_dir).name))
-        mlx_backend.peft_to_mlx(peft_dir, adapter_dir)
+        mlx_adapters.peft_to_mlx(peft_dir, adapter_dir)
         return [{"step": 1, "loss": 0.1}]
 
     monkeypatch.setattr(pipeline, "select_backend", lambda name: None)
@@ -500,7 +501,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     monkeypatch.setattr(mlx_phases, "model_source", lambda spec, **kw: "/fake/mlx-model")
     monkeypatch.setattr(mlx_backend, "train_lora_records", fake_train)
     monkeypatch.setattr(mlx_backend, "sample_mlx", fake_sample)
-    monkeypatch.setattr(mlx_backend, "train_grpo", fake_grpo)
+    monkeypatch.setattr(mlx_grpo, "train_grpo", fake_grpo)
 
     run = pipeline.run_training_with_backend(config, tmp_path / "run", backend="mlx")
     meta, metrics = run.read_meta(), run.read_metrics()

@@ -8,7 +8,7 @@ import pytest
 from test_train import write_tiny_data
 
 from library.contracts import Question
-from library.grpo import COMPONENT_FUNCS, RolloutScorer, component_weights, curve_from_episodes
+from library.grpo import COMPONENT_FUNCS, RolloutLog, RolloutScorer, component_weights, curve_from_episodes
 from library.jsonl import read_jsonl
 from library.kg import load_kg
 from library.reward import PRESET_NAMES, RewardConfig, RewardModel
@@ -41,7 +41,7 @@ def test_weighted_components_sum_to_total(data, preset, tmp_path):
     rm = RewardModel(data["kg"], RewardConfig.preset_named(preset))
     qs = [q for q in data["train"] if q.hop_len >= 2][:4]
     run = RunDir.create(tmp_path, "r")
-    scorer = RolloutScorer(qs, rm, run)
+    scorer = RolloutScorer(qs, rm)
     funcs, weights = scorer.reward_functions()
     assert [f.__name__ for f in funcs] == [name for name, _ in COMPONENT_FUNCS]
     ex_ids = [q.id for q in qs for _ in range(4)]
@@ -51,6 +51,8 @@ def test_weighted_components_sum_to_total(data, preset, tmp_path):
         q = next(q for q in qs if q.id == ex_id)
         total = rm.score(q, c).reward.total
         assert sum(w * col[i] for w, col in zip(weights, columns)) == pytest.approx(total, abs=1e-9)
+    assert run.read_episodes() == []  # the reward functions write nothing; the step's end does
+    RolloutLog(scorer, run).end_step()
     # the batch was scored and logged once, not once per reward function
     assert len(run.read_episodes()) == len(completions)
     if RewardConfig.preset_named(preset).correctness_only:
@@ -63,12 +65,15 @@ def test_episodes_carry_step_and_group_index(data, tmp_path):
     rm = RewardModel(data["kg"], RewardConfig.preset_named("paper+edges"))
     qs = data["train"][:2]
     run = RunDir.create(tmp_path, "r")
-    scorer = RolloutScorer(qs, rm, run, forbidden_ids={q.id for q in data["eval"]})
+    scorer = RolloutScorer(qs, rm, forbidden_ids={q.id for q in data["eval"]})
+    rollout_log = RolloutLog(scorer, run, keep_steps=True)
     funcs, _ = scorer.reward_functions()
     ex_ids = [qs[0].id] * 2 + [qs[1].id] * 2
     comps = [qs[0].ref.completion, "x", "y", qs[1].ref.completion]
     for f in funcs:
         f(prompts=[""] * 4, completions=comps, ex_id=ex_ids, trainer_state=SimpleNamespace(global_step=6))
+    assert rollout_log.end_step() == rollout_log.take_step(7)  # what the monitor judges is what was logged
+    assert rollout_log.end_step() == []  # each batch is logged once
     eps = run.read_episodes()
     assert [(e.step, e.ex_id, e.sample_idx, e.split, e.kind) for e in eps] == [
         (7, qs[0].id, 0, "train", "rollout"), (7, qs[0].id, 1, "train", "rollout"),
@@ -79,11 +84,10 @@ def test_episodes_carry_step_and_group_index(data, tmp_path):
                       "valid_format": 0.5, "accuracy": 0.5}]
 
 
-def test_scorer_refuses_eval_ids(data, tmp_path):
+def test_scorer_refuses_eval_ids(data):
     rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
     q_eval = data["eval"][0]
-    scorer = RolloutScorer(data["train"][:1] + [q_eval], rm, RunDir.create(tmp_path, "r"),
-                           forbidden_ids={q.id for q in data["eval"]})
+    scorer = RolloutScorer(data["train"][:1] + [q_eval], rm, forbidden_ids={q.id for q in data["eval"]})
     fn = scorer.reward_functions()[0][0]
     with pytest.raises(LeakageError):
         fn(prompts=[""], completions=["x"], ex_id=[q_eval.id])
@@ -148,6 +152,35 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
         run_grpo(trained, tok, qs + data["eval"][:1], settings, rm, run, ckpt_dir=tmp_path / "ck2",
                  adapter_dir=tmp_path / "ad2", seed=0, forbidden_ids={q.id for q in data["eval"]})
 
+
+
+@pytest.mark.slow
+def test_run_grpo_with_trls_own_generate_logs_each_step_once(data, tmp_path, monkeypatch):
+    """``pipeline_generator: false``: TRL samples the groups itself, and the rollouts are still
+    logged once per step, numbered within their groups, by the end-of-step callback."""
+    import library.generate as generate_module
+
+    from library.config import GRPOSettings, LoraSettings
+    from library.grpo import run_grpo
+    from library.model import load_model
+    from library.sft import add_lora
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("pipeline_generator is off: TRL's own generate samples the groups")
+
+    monkeypatch.setattr(generate_module, "generate_completions", must_not_run)
+    model, tok = load_model("tiny")
+    qs = [q for q in data["train"] if q.hop_len == 1][:2]
+    rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
+    settings = GRPOSettings(max_steps=2, prompts_per_step=1, num_generations=2, max_completion_length=8,
+                            save_steps=10, learning_rate=1e-3, pipeline_generator=False)
+    run = RunDir.create(tmp_path, "run")
+    _, result = run_grpo(add_lora(model, LoraSettings()), tok, qs, settings, rm, run, ckpt_dir=tmp_path / "ck",
+                         adapter_dir=tmp_path / "ad", seed=0)
+    eps = run.read_episodes(phase="grpo")
+    assert [(e.step, e.sample_idx, e.kind) for e in eps] == [(1, 0, "rollout"), (1, 1, "rollout"),
+                                                              (2, 0, "rollout"), (2, 1, "rollout")]
+    assert result.steps == 2 and result.n_episodes == 4 and [p["step"] for p in result.curve] == [1, 2]
 
 @pytest.mark.slow
 def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):

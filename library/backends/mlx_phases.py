@@ -3,7 +3,7 @@ sampling with ``mlx_lm.generate`` and training further with ``--resume-adapter-f
 with ``mlx-lm-lora --train-mode grpo`` and the KG reward as its custom reward function.
 
 Native adapters stay in ``adapters/<phase>-mlx/``; each is converted to a peft adapter in
-``adapters/<phase>/`` (``library.backends.mlx.mlx_to_peft``), which the shared torch evaluation
+``adapters/<phase>/`` (``library.backends.mlx_adapters.mlx_to_peft``), which the shared torch evaluation
 loads. UNTESTED ON HARDWARE (docs/BACKENDS.md).
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from library.backends import mlx as M
+from library.backends import mlx_adapters, mlx_grpo
 from library.backends.phases import PhaseBackend
 from library.model import SYSTEM_PROMPT, model_source
 from library.reward import RewardConfig, RewardModel
@@ -67,7 +68,7 @@ class MlxBackend(PhaseBackend):
                               schedule=s.lr_scheduler)
             t0 = time.perf_counter()
             curve = M.train_lora_records(lora, self.model_path, records, ckpt_dir, self._mlx_dir("sft"), name="sft")
-            M.mlx_to_peft(self._mlx_dir("sft"), adapter_dir, base_model=cfg.model)
+            mlx_adapters.mlx_to_peft(self._mlx_dir("sft"), adapter_dir, base_model=cfg.model)
             return {"steps": s.max_steps, "n_examples": len(records), "curve": curve,
                     "seconds": round(time.perf_counter() - t0, 2), "ex_ids": [q.id for q in sel.sft]}
         if phase == "rsft":
@@ -80,16 +81,16 @@ class MlxBackend(PhaseBackend):
             lora = self._lora(iters=s.max_steps, batch_size=s.prompts_per_step, learning_rate=s.learning_rate,
                               max_seq_length=max(cfg.sft.max_length, 512), save_every=s.save_steps)
             t0 = time.perf_counter()
-            log_curve = M.train_grpo(s, lora, self.model_path, list(sel.grpo_pool), work_dir=ckpt_dir,
-                                     adapter_dir=self._mlx_dir("grpo"), init_adapter_dir=init,
-                                     kg_path=Path(cfg.kg_path), run_dir=self.ctx.run.path, system=SYSTEM_PROMPT,
-                                     seed=cfg.seed, forbidden_ids=sel.forbidden_ids, repo_root=REPO_ROOT)
-            M.mlx_to_peft(self._mlx_dir("grpo"), adapter_dir, base_model=cfg.model)
+            log_curve = mlx_grpo.train_grpo(s, lora, self.model_path, list(sel.grpo_pool), work_dir=ckpt_dir,
+                                            adapter_dir=self._mlx_dir("grpo"), init_adapter_dir=init,
+                                            kg_path=Path(cfg.kg_path), run_dir=self.ctx.run.path, system=SYSTEM_PROMPT,
+                                            seed=cfg.seed, forbidden_ids=sel.forbidden_ids, repo_root=REPO_ROOT)
+            mlx_adapters.mlx_to_peft(self._mlx_dir("grpo"), adapter_dir, base_model=cfg.model)
             episodes = list(self.ctx.run.iter_episodes(phase="grpo"))
             return {"steps": s.max_steps, "n_prompts": len(sel.grpo_pool),
                     "n_episodes": sum(1 for ep in episodes if ep.kind == "rollout"),
                     "curve": curve_from_episodes(episodes, log_curve), "seconds": round(time.perf_counter() - t0, 2),
-                    "reward_to_unit_bounds": list(M.reward_bounds(RewardConfig.preset_named(s.reward_preset)))}
+                    "reward_to_unit_bounds": list(mlx_grpo.reward_bounds(RewardConfig.preset_named(s.reward_preset)))}
         raise ValueError(phase)
 
     def _rsft(self, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
@@ -136,5 +137,5 @@ class MlxBackend(PhaseBackend):
         else:  # nothing correct to learn from: the SFT adapter is this phase's result, as on torch
             shutil.copytree(self._mlx_dir("sft"), self._mlx_dir("rsft"), dirs_exist_ok=True)
             info["skipped_training"] = "no correct samples"
-        M.mlx_to_peft(self._mlx_dir("rsft"), adapter_dir, base_model=cfg.model)
+        mlx_adapters.mlx_to_peft(self._mlx_dir("rsft"), adapter_dir, base_model=cfg.model)
         return info

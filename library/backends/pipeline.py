@@ -13,7 +13,7 @@ which writes the same run-folder contract for every backend:
   timings, resources;
 - ``episodes.jsonl``: eval episodes and RSFT/GRPO rollouts with the torch field names;
 - ``adapters/<phase>/``: a peft adapter for every phase (mlx adapters are converted with
-  ``library.backends.mlx.mlx_to_peft``; the native ones stay in ``adapters/<phase>-mlx/``).
+  ``library.backends.mlx_adapters.mlx_to_peft``; the native ones stay in ``adapters/<phase>-mlx/``).
 
 The mlx and unsloth paths are UNTESTED ON HARDWARE (no Mac, no NVIDIA GPU was available);
 see docs/BACKENDS.md for what is verified where.

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,7 +32,7 @@ from library.errors import DataFileError
 from library.jsonl import atomic_write_text, iter_jsonl
 from library.evaluate import wilson_interval
 from library.kg import KnowledgeGraph, load_kg
-from library.reward import stored_claims
+from library.reward import EntityMatcher, stored_claims
 from library.runs import EPISODES, META, RunDir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -48,34 +48,17 @@ MAX_CURVE_POINTS = 60
 
 
 # ----------------------------------------------------------------------------- entity spans
-def _entity_patterns(kg: KnowledgeGraph) -> list[tuple[re.Pattern[str], str]]:
-    cached = getattr(kg, "_demo_patterns", None)
-    if cached is not None:
-        return cached
-    names: list[tuple[str, str]] = []
-    for ent in kg.entities.values():
-        names.append((ent.label, ent.id))
-        if ent.id.casefold() != ent.label.casefold():
-            names.append((ent.id, ent.id))
-    names.sort(key=lambda n: -len(n[0]))  # longest first: "TLS handshake error" before "TLS"
-    patterns = [(re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE), ent) for name, ent in names]
-    kg._demo_patterns = patterns  # type: ignore[attr-defined]
-    return patterns
+@lru_cache(maxsize=8)
+def _entity_matcher(kg: KnowledgeGraph) -> EntityMatcher:
+    """One compiled matcher per KG: a build spans every episode against the same one or two KGs."""
+    return EntityMatcher(kg)
 
 
 def span_entities(kg: KnowledgeGraph, text: str) -> list[list[Any]]:
-    """Non-overlapping ``[start, end, entity_id]`` mentions of KG entities (labels or ids,
-    whole words, case-insensitive), longest names first, sorted by position."""
-    taken = [False] * len(text)
-    spans: list[list[Any]] = []
-    for pattern, ent in _entity_patterns(kg):
-        for m in pattern.finditer(text):
-            if any(taken[m.start():m.end()]):
-                continue
-            for i in range(m.start(), m.end()):
-                taken[i] = True
-            spans.append([m.start(), m.end(), ent])
-    return sorted(spans)
+    """``[start, end, entity_id]`` mentions of KG entities, in order, found by the reward's
+    :class:`~library.reward.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
+    case), so the page marks the entities the reward read."""
+    return [[start, end, ident] for start, end, ident in _entity_matcher(kg).spans(text)]
 
 
 def page_claims(claims: Iterable[Claim]) -> list[dict[str, Any]]:
