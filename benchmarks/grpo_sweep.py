@@ -10,7 +10,11 @@ against the SFT model on the same questions (bootstrap over questions).
 Usage::
 
     .venv/bin/python benchmarks/recipe_sweep.py --cases cover_full_lr2e-4_k0_q1000 --save /tmp/sft
-    .venv/bin/python benchmarks/grpo_sweep.py --start /tmp/sft/cover_full_lr2e-4_k0_q1000 --lrs 2e-5,2e-4,1e-3
+    .venv/bin/python benchmarks/grpo_sweep.py --start /tmp/sft/cover_full_lr2e-4_k0_q1000 --cases 2e-5@0.6,2e-4@1.0
+
+A case is ``<learning rate>@<sampling temperature>``: the rate sets how far a step moves the
+adapter; the temperature sets how often a group of samples disagrees (a group whose samples all
+get the same reward has zero advantage and teaches nothing).
 
 One JSON line per case goes to ``--out`` as it finishes (with the per-step curve: reward, KL,
 seconds); the last line printed is one JSON object with every case's figures.
@@ -32,7 +36,8 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--start", type=Path, required=True, help="a fully fine-tuned SFT model folder")
-    ap.add_argument("--lrs", default="2e-5,2e-4,1e-3", help="comma-separated GRPO learning rates")
+    ap.add_argument("--cases", default="2e-5@0.6,2e-4@0.6,1e-3@0.6,2e-4@1.0",
+                    help="comma-separated <learning rate>@<temperature> GRPO cases")
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--steps", type=int, default=12, help="GRPO optimizer steps per case")
     ap.add_argument("--prompts-per-step", type=int, default=4)
@@ -53,7 +58,7 @@ def main() -> None:
     from library.train import load_data, make_selection, select_balanced
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    lrs = [float(x) for x in args.lrs.split(",")]
+    cases = [(float(lr), float(temp)) for lr, temp in (c.split("@") for c in args.cases.split(","))]
     grpo = {"max_steps": args.steps, "prompts_per_step": args.prompts_per_step,
             "n_prompts": args.steps * args.prompts_per_step, "save_steps": args.steps, "init_from": "sft"}
     cfg = load_config(args.profile, overrides={"grpo": grpo})
@@ -80,10 +85,10 @@ def main() -> None:
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
                          "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)
-        for lr in lrs:
-            name = f"grpo_lr{lr:g}"
+        for lr, temperature in cases:
+            name = f"grpo_lr{lr:g}_t{temperature:g}"
             set_seed(cfg.seed)
-            settings = cfg.grpo.model_copy(update={"learning_rate": lr})
+            settings = cfg.grpo.model_copy(update={"learning_rate": lr, "temperature": temperature})
             policy = add_lora(base, cfg.sft.lora)
             run = RunDir.create(Path(tmp), f"{name}-train")
             t0 = time.perf_counter()
@@ -94,14 +99,17 @@ def main() -> None:
             model.eval()
             block, eps = dev_episodes(model, Path(tmp), name)
             paired = compare_phases(sft_eps + eps, "dev", "sft", name)
-            line = {"case": name, "learning_rate": lr, "steps": res.steps, "train_seconds": round(train_s, 1),
+            line = {"case": name, "learning_rate": lr, "temperature": temperature, "steps": res.steps, "train_seconds": round(train_s, 1),
                     "dev_accuracy": block["accuracy"], "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
                     "vs_sft": {k: paired.get(k) for k in ("n", "diff", "ci", "p_not_better")},
-                    "curve": [{k: p.get(k) for k in ("step", "reward", "kl", "loss")} for p in res.curve]}
+                    "frac_reward_zero_std": round(sum(p.get("frac_reward_zero_std", 0.0) for p in res.curve)
+                                                  / max(1, len(res.curve)), 3),
+                    "curve": [{k: p.get(k) for k in ("step", "reward_total", "accuracy", "frac_reward_zero_std", "kl", "loss")}
+                              for p in res.curve]}
             with args.out.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line) + "\n")
             print(json.dumps(line), flush=True)
-            finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "train_seconds")}
+            finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "frac_reward_zero_std", "train_seconds")}
             base = model.unload()  # the SFT weights without this case's adapter, for the next case
     print(json.dumps(finals))
 

@@ -156,6 +156,10 @@ class MonitorSettings(_Strict):
     action: Literal["warn", "stop"] = "stop"
     warmup_steps: int = Field(2, ge=1)  # steps whose rollouts form the baseline of the relative signals
     far_over_factor: float = Field(2.0, gt=1)
+    # A step whose rollouts come from fewer prompts can warn but not stop: with 2 prompts x 4
+    # samples one prompt moves a share by 50 points (the quick run's GRPO was stopped at KL 8e-7
+    # by one group the SFT policy answered wrong; docs/RECIPE.md finding 20).
+    min_prompts_to_stop: int = Field(4, ge=1)
     # absolute: shares of a step's rollouts
     max_spam_rate: float = Field(0.2, gt=0, le=1)  # a spam penalty, or an entity named too often
     max_entity_mentions: int = Field(2, ge=1)  # an honest TRACE names an entity at most twice (X r Y, Y r Z)

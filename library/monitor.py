@@ -30,7 +30,9 @@ signal                               what it is (judged against)
 
 Each judged value over its threshold (``library.config.MonitorSettings``) is a finding. The
 status of a step: no finding is ``ok``; one is a ``warning``; two, or one beyond
-``far_over_factor`` times its threshold, is a ``stop``. With ``action: stop`` the first stop
+``far_over_factor`` times its threshold, is a ``stop`` - unless the step's rollouts come from
+fewer than ``min_prompts_to_stop`` prompts (a GRPO group's samples share one prompt, so 2 prompts
+x 4 samples are 2 observations): then it is a ``warning`` that says so. With ``action: stop`` the first stop
 saves a checkpoint and ends the phase (``library.rsft.run_rsft``, ``library.grpo.run_grpo``).
 
 Why two kinds of yardstick: an honest policy of any skill neither spams nor lists options nor
@@ -154,6 +156,7 @@ class RolloutFacts:
     options_named: int   # listable options the TRACE names
     path_coverage: float
     correct: bool
+    prompt: str = ""     # the question id: a group's samples share one (empty: counted as its own prompt)
 
     @classmethod
     def read(cls, episode: Episode, question: Question, kg: KnowledgeGraph, settings: MonitorSettings,
@@ -167,7 +170,8 @@ class RolloutFacts:
         return cls(spammed=spammed, trace_chars=len(episode.parsed.trace_text),
                    claimed_edges=len(claims), false_edges=sum(1 for c in claims if not c.in_kg),
                    options_named=len(options.intersection(episode.parsed.trace_entities)),
-                   path_coverage=float(episode.reward.path_coverage), correct=bool(episode.correct))
+                   path_coverage=float(episode.reward.path_coverage), correct=bool(episode.correct),
+                   prompt=episode.ex_id)
 
 
 # ----------------------------------------------------------------------------- one step
@@ -184,6 +188,7 @@ class StepSignals:
     false_edges: int
     mean_trace_chars: float
     kl: float | None = None
+    prompts: int | None = None  # distinct prompts among the rollouts (None: one each)
 
     @property
     def false_edge_rate(self) -> float | None:
@@ -207,6 +212,7 @@ class StepSignals:
             claimed_edges=sum(f.claimed_edges for f in facts), false_edges=sum(f.false_edges for f in facts),
             mean_trace_chars=sum(f.trace_chars for f in facts) / n,
             kl=float(kl) if kl is not None and math.isfinite(kl) else None,
+            prompts=len({f.prompt or f"#{i}" for i, f in enumerate(facts)}),
         )
 
 
@@ -287,7 +293,7 @@ class StepReport:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 6)
 
-        return {"step": s.step, "n": s.n, "status": self.status, "rule": self.rule,
+        return {"step": s.step, "n": s.n, "prompts": s.prompts, "status": self.status, "rule": self.rule,
                 "over": [f.signal for f in self.findings], "warmup": self.warmup,
                 "spam_rate": r(s.spam_rate), "option_listing_rate": r(s.option_listing_rate),
                 "coverage_without_correctness_rate": r(s.coverage_without_correctness_rate),
@@ -317,6 +323,12 @@ def judge(signals: StepSignals, warmup: Warmup | None, settings: MonitorSettings
         status, rule = "stop", f"{'two' if len(findings) == 2 else len(findings)} signals over their thresholds: {listed}"
     else:
         status, rule = "warning", f"one signal over its threshold: {listed}"
+    # A group's samples share a prompt, so a step of 2 prompts x 4 samples is 2 observations,
+    # not 8: one prompt the starting policy gets wrong moves a share by 50 points.
+    prompts = signals.prompts if signals.prompts is not None else signals.n
+    if status == "stop" and prompts < settings.min_prompts_to_stop:
+        status = "warning"
+        rule += f" (only {prompts} prompt(s) in this step, fewer than {settings.min_prompts_to_stop}: too few to stop)"
     return StepReport(signals=signals, trace_chars_z=z, false_edge_rise=rise, warmup=warmup is None,
                       findings=findings, status=status, rule=rule)
 

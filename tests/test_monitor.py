@@ -191,6 +191,28 @@ def test_spam_from_the_first_step_is_caught_without_a_warm_up(real_kg, reward, t
     assert monitor.reports[0].warmup and monitor.reports[0].status == "stop"
 
 
+def test_a_step_of_few_prompts_warns_but_cannot_stop(real_kg, reward, train_questions):
+    """GRPO groups share a prompt: 2 prompts x 4 samples are 2 observations. One far-over signal
+    from fewer than min_prompts_to_stop prompts is a warning that says why; from 4 prompts, a stop."""
+    questions = three_hop_questions(real_kg, train_questions)
+
+    def grouped(n_prompts: int, per_prompt: int) -> list[Episode]:
+        episodes = []
+        for q in questions[:n_prompts]:
+            for i in range(per_prompt):
+                completion = path_but_wrong(real_kg, q)
+                episodes.append(Episode.from_scored(reward.score(q, completion), q, completion, phase="grpo",
+                                                    step=1, kind="rollout", sample_idx=i))
+        return episodes
+
+    few = PhaseMonitor("grpo", MonitorSettings(), questions, real_kg).observe(1, grouped(2, 4))
+    assert few.signals.prompts == 2 and few.signals.coverage_without_correctness_rate == 1.0
+    assert few.status == "warning" and "too few to stop" in few.rule
+    assert few.as_dict()["prompts"] == 2
+    enough = PhaseMonitor("grpo", MonitorSettings(), questions, real_kg).observe(1, grouped(4, 2))
+    assert enough.status == "stop"
+
+
 def test_option_lists_and_path_without_answer_stop_together(real_kg, reward, train_questions):
     policy = ScriptedPolicy(real_kg, reward, three_hop_questions(real_kg, train_questions))
     monitor, _ = run_policy(policy, [CLEAN, CLEAN, [option_list] * 2 + [honest] * 6,
@@ -342,7 +364,8 @@ def test_a_monitor_stop_ends_rsft_before_training(tiny, tmp_path, monkeypatch, a
                         [[tiny_spam(q)] * 2 for q in questions])
     rm = RewardModel(tiny["kg"], RewardConfig.preset_named("toy+edges"))
     lines: list[str] = []
-    monitor = PhaseMonitor("rsft", MonitorSettings(action=action), prompts, tiny["kg"], log=lines.append)
+    monitor = PhaseMonitor("rsft", MonitorSettings(action=action, min_prompts_to_stop=2), prompts, tiny["kg"],
+                           log=lines.append)  # 2 prompts: the stop mechanism, not the evidence rule
     settings = RSFTSettings(n_prompts=2, k_samples=2, max_steps=1, batch_size=2, save_steps=1)
     _, result = rsft.run_rsft(add_lora(model, LoraSettings()), tok, prompts, settings, rm, RunDir.create(tmp_path, "run"),
                               ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0, monitor=monitor)
@@ -388,7 +411,8 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
     run = RunDir.create(tmp_path, "run")
     kwargs = dict(ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0)
     lines: list[str] = []
-    monitor = PhaseMonitor("grpo", MonitorSettings(), qs, tiny["kg"], log=lines.append)
+    # 2 prompts a step: this tests the stop mechanism, not the evidence rule (min_prompts_to_stop)
+    monitor = PhaseMonitor("grpo", MonitorSettings(min_prompts_to_stop=2), qs, tiny["kg"], log=lines.append)
     trained, result = run_grpo(add_lora(model, LoraSettings()), tok, qs, settings, rm, run, monitor=monitor, **kwargs)
     assert result.steps == 1 and result.stopped_by_monitor["step"] == 1
     assert monitor.reports[0].status == "stop" and monitor.reports[0].signals.spam_rate == 1.0
@@ -399,7 +423,7 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
     assert "monitor: stop at grpo step 1" in lines[-1] and "checkpoint-1" in lines[-1]
 
     # killed before the phase was marked trained: the resumed phase stops where it stopped
-    again = PhaseMonitor("grpo", MonitorSettings(), qs, tiny["kg"])
+    again = PhaseMonitor("grpo", MonitorSettings(min_prompts_to_stop=2), qs, tiny["kg"])
     _, resumed = run_grpo(add_lora(trained.unload(), LoraSettings()), tok, qs, settings, rm, run, monitor=again, **kwargs)
     assert resumed.steps == 1 and resumed.stopped_by_monitor["step"] == 1
     assert {e.step for e in run.read_episodes(phase="grpo")} == {1}
