@@ -72,7 +72,7 @@ def main() -> None:
     base = load_full_model(args.start)
 
     def dev_episodes(model, root: Path, phase_label: str) -> tuple[dict, list]:
-        run = RunDir.create(root, phase_label)
+        run = RunDir.create(root / "dev", phase_label)
         block = evaluate(model, tok, dev, eval_reward, phase="grpo", split="dev", run=run,
                          batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
                          store_metrics=False, progress=False)
