@@ -240,9 +240,14 @@ def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_ban
 
 
 def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
+    from scenes.resolve import RunData, resolve_shots
+    from scenes.storyboard import load_storyboard
     from scenes.theme import em_pixels
 
-    (shot,) = [s for s in _short_over_the_committed_run() if s.scene == "kg_path"]
+    # the Short's own run (the storyboards' default, data/runs/reference) and its hero
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    data = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    (shot,) = [s for s in resolve_shots(sb, data) if s.scene == "kg_path"]
     fits, L, mobs = laid_out("kg_path", shot.payload, 1080, 1920, tmp_path)
     labels = {n["label"] for n in shot.payload["nodes"]}
     relations = {e["rel_label"] for e in shot.payload["edges"]}
