@@ -109,7 +109,8 @@ def main() -> None:
     from library.facts import eval_fact_groups, fact_recall, trace_recall
     from library.model import load_model
     from library.contracts import BLANK_TAG_RE
-    from library.reward import RelationMatcher, RewardConfig, RewardModel, parse_completion
+    from library.matching import RelationMatcher
+    from library.reward import RewardConfig, RewardModel, parse_completion
     from library.sft import run_sft
     from library.train import load_data, make_selection, select_balanced
 

@@ -80,7 +80,7 @@ class ParsedCompletion(BaseModel):
     """What the reward parser read from a completion (see library/reward.py).
 
     ``claims`` is None only in logs written before claims were stored with the episode;
-    :func:`library.reward.stored_claims` reads those once with the reward's own scanner.
+    :func:`library.matching.stored_claims` reads those once with the reward's own scanner.
     """
 
     model_config = ConfigDict(extra="allow")

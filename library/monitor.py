@@ -79,7 +79,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 from library.config import MonitorSettings
 from library.contracts import PHASES, Episode, Question
 from library.kg import KnowledgeGraph
-from library.reward import stored_claims
+from library.matching import stored_claims
 from library.rsft import ROLLOUT_KIND
 
 __all__ = [

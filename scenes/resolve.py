@@ -19,7 +19,7 @@ from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.jsonl import iter_jsonl
 from library.kg import DEFAULT_KG_PATH, KnowledgeGraph
-from library.reward import is_grounded, stored_claims
+from library.matching import is_grounded, stored_claims
 from library.runs import RunDir
 from scenes.payloads import validate_payload
 from scenes.storyboard import (

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from library import answer_format, reward
+from library import answer_format, matching, reward
 from library.contracts import Episode, Question
 from library.demo.site import collect
 from library.errors import DataFileError
@@ -63,7 +63,7 @@ def _refuse(*args, **kwargs):
 
 def test_metrics_scene_and_page_agree_on_tricky_completions(agreement_run, monkeypatch):
     run, questions = agreement_run
-    for module, name in ((answer_format, "parse_completion"), (reward, "parse_completion"), (reward, "extract_claims")):
+    for module, name in ((answer_format, "parse_completion"), (reward, "parse_completion"), (matching, "extract_claims")):
         monkeypatch.setattr(module, name, _refuse)
 
     shots = "".join(f"  - scene: kg_path\n    duration: 2\n    params:\n      episode: {{id: {q.id}, phase: sft}}\n"
@@ -106,7 +106,7 @@ def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch)
     # the hero query judges "grounded" from the claims stored with each episode: no reader may
     # parse a completion again, and the right answer on a false chain is never the hero
     run, questions = agreement_run
-    for module, name in ((answer_format, "parse_completion"), (reward, "parse_completion"), (reward, "extract_claims")):
+    for module, name in ((answer_format, "parse_completion"), (reward, "parse_completion"), (matching, "extract_claims")):
         monkeypatch.setattr(module, name, _refuse)
     shot = ("  - scene: kg_path\n    duration: 2\n    params:\n"
             "      episode: {query: [correct, grounded], phase: sft, prefer: id}\n")

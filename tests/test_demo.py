@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, TINY_KG
 from library.contracts import PHASES, ParsedCompletion
 from library.demo.site import build_demo, collect, layout_subgraph, span_entities
-from library.reward import stored_claims
+from library.matching import stored_claims
 from library.runs import RunDir
 
 

@@ -20,7 +20,7 @@ import pytest
 from library.contracts import LETTERS, Question
 from library.jsonl import read_jsonl
 from library.kg import KnowledgeGraph, load_kg
-from library.reward import extract_claims
+from library.matching import extract_claims
 from library.questions import (
     SPLIT_FILES,
     DatasetConfig,

@@ -8,13 +8,11 @@ from hypothesis import strategies as st
 
 from library.contracts import Question
 from library.kg import KnowledgeGraph
+from library.matching import EntityMatcher, RelationMatcher, extract_claims
 from library.reward import (
     PRESET_NAMES,
-    EntityMatcher,
-    RelationMatcher,
     RewardConfig,
     RewardModel,
-    extract_claims,
     parse_completion,
     path_tokens,
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from library.errors import DataFileError
-from library.reward import extract_claims
+from library.matching import extract_claims
 from scenes.resolve import RunData, resolve_shots
 from scenes.storyboard import load_storyboard, loads_storyboard, render_text
 

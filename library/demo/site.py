@@ -32,7 +32,7 @@ from library.errors import DataFileError
 from library.jsonl import atomic_write_text, iter_jsonl
 from library.evaluate import wilson_interval
 from library.kg import KnowledgeGraph, load_kg
-from library.reward import EntityMatcher, stored_claims
+from library.matching import EntityMatcher, stored_claims
 from library.runs import EPISODES, META, RunDir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -56,7 +56,7 @@ def _entity_matcher(kg: KnowledgeGraph) -> EntityMatcher:
 
 def span_entities(kg: KnowledgeGraph, text: str) -> list[list[Any]]:
     """``[start, end, entity_id]`` mentions of KG entities, in order, found by the reward's
-    :class:`~library.reward.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
+    :class:`~library.matching.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
     case), so the page marks the entities the reward read."""
     return [[start, end, ident] for start, end, ident in _entity_matcher(kg).spans(text)]
 
