@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -81,7 +82,25 @@ CASES: dict[str, dict] = {
                                  "question_hops": [3], "batch_size": 1, "grad_accum": 2},
     "hop23_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
                                   "question_hops": [2, 3], "batch_size": 1, "grad_accum": 2},
+    # sixth session: the hop3 case on data whose TRACE copies the question's next step before
+    # each fact clause (", which <rel> [T]: <src> <rel> [T] <dst> [T]"; library/wording.py)
+    "copy_hop3_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
+                                      "n_questions": 600, "question_hops": [3], "batch_size": 1, "grad_accum": 2},
+    "copy_hop123_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
+                                        "n_questions": 600, "batch_size": 1, "grad_accum": 2},
 }
+
+TAG_RE = re.compile(r"\[([A-Z?])\]")
+
+
+def _distinct_in_order(items: list[str]) -> list[str]:
+    """``["K", "K", "?", "?"]`` -> ``["K", "?"]``; a tag written again later counts again."""
+    out: list[str] = []
+    for item in items:
+        if not out or out[-1] != item:
+            out.append(item)
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -94,6 +113,8 @@ def main() -> None:
     ap.add_argument("--question-limit", type=int, default=0, help="train on at most N SFT questions (0: all)")
     ap.add_argument("--samples", type=int, default=6, help="dev completions to keep per measurement")
     ap.add_argument("--save", type=Path, default=None, help="keep each case's final model under SAVE/<case>")
+    ap.add_argument("--data-dir", type=Path, default=None, help="question splits to read (default: the profile's)")
+    ap.add_argument("--eval-max-new-tokens", type=int, default=0, help="dev generation length (0: the profile's)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "recipe_sweep.jsonl")
     args = ap.parse_args()
     if args.list:
@@ -108,8 +129,7 @@ def main() -> None:
     from library.evaluate import evaluate
     from library.facts import eval_fact_groups, fact_recall, trace_recall
     from library.model import load_model
-    from library.contracts import BLANK_TAG_RE
-    from library.matching import RelationMatcher
+    from library.wording import blank_tags
     from library.reward import RewardConfig, RewardModel, parse_completion
     from library.sft import run_sft
     from library.train import load_data, make_selection, select_balanced
@@ -117,7 +137,12 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     finals = {}
     for name in args.cases.split(","):
-        cfg = load_config(args.profile, overrides={"model": args.model, "sft": CASES[name]})
+        overrides = {"model": args.model, "sft": CASES[name]}
+        if args.data_dir:
+            overrides["data_dir"] = str(args.data_dir)
+        if args.eval_max_new_tokens:
+            overrides["eval"] = {"max_new_tokens": args.eval_max_new_tokens}
+        cfg = load_config(args.profile, overrides=overrides)
         torch.set_num_threads(cfg.threads or torch.get_num_threads())
         set_seed(cfg.seed)
         data = load_data(cfg)
@@ -126,7 +151,6 @@ def main() -> None:
         dev = select_balanced(data.dev, args.n_dev, f"{cfg.seed}:dev")
         groups = eval_fact_groups(data.kg, data.dev)
         reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.eval.reward_preset))
-        relations = RelationMatcher(data.kg)
         model, tok = load_model(cfg.model)
         clock = {"train": 0.0, "since": time.perf_counter()}
 
@@ -151,10 +175,13 @@ def main() -> None:
                                  progress=False, store_metrics=False, engine=cfg.generation.engine,
                                  ct2_compute_type=cfg.generation.ct2_compute_type)
                 episodes = log.read_episodes()
-                chain_of = {q.id: [e.rel for e in q.path_star.edges] for q in dev}
-                # Did the TRACE walk the question's relations in order and stop after the last?
-                followed = sum(relations.find(BLANK_TAG_RE.sub("", parse_completion(ep.completion)[0]))
-                               == chain_of[ep.ex_id] for ep in episodes)
+                tags_of = {q.id: blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges]) for q in dev}
+                # Did the TRACE walk the question's blanks in order and stop after the last? Read
+                # from the tags it wrote (each once or more, as the TRACE format repeats them), so
+                # the figure means the same for every TRACE format (it read relations until the
+                # sixth session, when the copied steps began to repeat each relation).
+                followed = sum(_distinct_in_order(TAG_RE.findall(parse_completion(ep.completion)[0]))
+                               == tags_of[ep.ex_id] for ep in episodes)
                 samples = [{"ex_id": ep.ex_id, "completion": ep.completion, "answer_star": ep.answer_star,
                             "gold": next(q.ref.trace for q in dev if q.id == ep.ex_id)}
                            for ep in episodes[:args.samples]]

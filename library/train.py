@@ -293,7 +293,9 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
         if ct2 is not None:
             console.print(f"  [dim]{phase} eval[/] converted for CTranslate2 ({gen.ct2_compute_type}) "
                           f"in {time.perf_counter() - t0:.0f}s")
-        for key, questions in (("eval", selection.eval), ("eval_shuffled", selection.eval_shuffled),
+        shuffled_phases = config.eval.shuffled_phases
+        shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
+        for key, questions in (("eval", selection.eval), ("eval_shuffled", shuffled),
                                ("train_sample", selection.train_sample)):
             if not questions:
                 continue

@@ -17,7 +17,7 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 >>> question_text(kg, "S", ["caused_by", "fixed_by"])
 'Start at TLS handshake error. It is caused by [L], which is fixed by [?]. (2 steps)'
 >>> reference_trace(kg, path)
-'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
+'TLS handshake error is caused by [L] clock skew [L], which is fixed by [?]: clock skew is fixed by [?] sync clocks with NTP.'
 
 """
 
@@ -99,16 +99,25 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
 def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
     """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
-    Each clause is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact
-    words the knowledge rows teach the fact in; clauses are joined by ``", "``. The tag ``[K]``
-    of hop *i* is the question's *i*-th blank tag, so the model copies the question from one tag
-    to the next: after ``"[K], "`` it restates the entity it just wrote, copies the relation
-    that follows ``[K]`` in the question, then that relation's tag, and recalls the fact. The
-    last hop's tag is ``[?]``, after which the TRACE ends on the answer's letter. The reward
-    reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`).
+    Hop 1 is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact words the
+    knowledge rows teach the fact in. Every later hop first copies the question's next step
+    word for word, ``", which <rel> [T]:"`` (the text that follows ``[K]`` in the question), then
+    states the fact as a clause of its own, ``" <src> <rel> [T] <dst> [T]"``. The copy makes the
+    next step a lookup keyed on the tag just written, wherever the step is: measured on the
+    committed runs, a model trained on 1-3 hops that had to find the next relation *after*
+    restating an entity followed 139 of 150 4-hop chains but only 48 of 150 5-hop chains, most
+    of the rest looping back after the fourth tag (docs/RECIPE.md). The clause keeps the fact in
+    its taught words (a trace of ``", which <rel> [T] <dst>"`` alone halved in-TRACE recall).
+    The last hop's tag is ``[?]``, after which the TRACE ends on the answer's letter. The reward
+    reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`); the copied
+    step has no object before its colon, so it claims nothing.
     """
     tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
-    return ", ".join(fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)) + "."
+    clauses = []
+    for i, (e, tag) in enumerate(zip(path.edges, tags)):
+        step = "" if i == 0 else f", which {kg.relation_label(e.rel)} [{tag}]: "
+        clauses.append(step + fact_clause(kg, e.src, e.rel, e.dst, tag))
+    return "".join(clauses) + "."
 
 
 def render_prompt(question: str, options: dict[str, str]) -> str:

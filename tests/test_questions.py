@@ -48,7 +48,8 @@ def test_wording_and_reference_trace_follow_contracts(tiny_kg):
     assert question_text(tiny_kg, "TLSHandshakeError", ["caused_by", "fixed_by"]) == (
         "Start at TLS handshake error. It is caused by [P], which is fixed by [?]. (2 steps)")
     assert reference_trace(tiny_kg, path) == (
-        "TLS handshake error is caused by [P] clock skew [P], clock skew is fixed by [?] sync clocks with NTP.")
+        "TLS handshake error is caused by [P] clock skew [P], which is fixed by [?]: "
+        "clock skew is fixed by [?] sync clocks with NTP.")
     assert question_text(tiny_kg, "NTPDrift", ["leads_to", "caused_by", "leads_to", "diagnosed_by"]) == (
         "Start at NTP drift. It leads to [Y], which is caused by [U], which leads to [R], "
         "which is diagnosed by [?]. (4 steps)")
@@ -67,6 +68,24 @@ def test_blank_tags_are_unique_random_and_end_on_the_final_tag():
         if len(chain) == 4:
             firsts.add(tags[0])
     assert len(firsts) > 8  # no tag belongs to a position: the first blank's tag varies
+
+
+def test_each_later_hop_copies_the_question_text_after_the_previous_tag(tiny_kg):
+    # The copy lets a model find step i+1 by the tag it has just written, at any chain length:
+    # the TRACE's ", which <rel> [T]" is, verbatim, what follows "[previous tag]" in the question.
+    checked = 0
+    for hops in (2, 3, 4):
+        for path in tiny_kg.iter_paths(hops):
+            start, rels = path.entities[0], [e.rel for e in path.edges]
+            question, trace = question_text(tiny_kg, start, rels), reference_trace(tiny_kg, path)
+            tags = blank_tags(start, rels)
+            for prev, tag, rel in zip(tags, tags[1:], rels[1:]):
+                step = f", which {tiny_kg.relation_label(rel)} [{tag}]"
+                assert f"[{prev}]{step}" in question and f"[{prev}]{step}: " in trace
+            # and the reward reads exactly the path's edges from it, nothing from the copies
+            assert extract_claims(tiny_kg, trace) == [(e.src, e.rel, e.dst) for e in path.edges]
+            checked += 1
+    assert checked >= 5
 
 
 def test_tags_are_invisible_to_the_reward(tiny_kg):

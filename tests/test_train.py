@@ -312,6 +312,18 @@ def test_distribution_experiment_trains_on_each_split(tmp_path):
     assert run.read_meta()["phases_completed"] == ["base", "sft", "distribution"]
 
 
+def test_shuffled_copy_is_measured_only_for_the_chosen_phases(tmp_path):
+    from library.train import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, grpo={"enabled": False}, eval={"shuffled_phases": ["sft"]})
+    run = run_training(config, tmp_path / "run")
+    metrics = run.read_metrics()
+    assert set(metrics["eval"]) == {"base", "sft", "rsft"} and set(metrics["eval_shuffled"]) == {"sft"}
+    assert {e.phase for e in run.read_episodes(split="eval_shuffled")} == {"sft"}
+    assert not [k for k in metrics["comparisons"] if k.endswith("@eval_shuffled")]  # no pair to compare
+
+
 def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
     """With the main RSFT phase on (easy, from SFT), the easy condition is that phase's adapter,
     evaluated on the distribution subset, not a second identical RSFT; hard still trains."""
