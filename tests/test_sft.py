@@ -254,8 +254,8 @@ def test_trace_recall_scores_every_hop_inside_the_gold_trace(tiny, real_kg):
         def eval(self):
             return self
 
-        def __call__(self, input_ids, attention_mask):
-            nxt = torch.roll(input_ids, -1, dims=1)
+        def __call__(self, input_ids, attention_mask, logits_to_keep):
+            nxt = torch.roll(input_ids, -1, dims=1)[logits_to_keep]  # as transformers slices a boolean mask
             return SimpleNamespace(logits=torch.nn.functional.one_hot(nxt, len(tok)).float())
 
     perfect = trace_recall(Oracle(), tok, real_kg, questions)
