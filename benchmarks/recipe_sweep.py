@@ -157,7 +157,8 @@ def main() -> None:
         def measure(peft_model, step: int) -> dict:
             clock["train"] += time.perf_counter() - clock["since"]
             recall = fact_recall(peft_model, tok, data.kg, groups)
-            in_trace = trace_recall(peft_model, tok, data.kg, dev)
+            in_trace = trace_recall(peft_model, tok, data.kg, dev,
+                                    style=None if cfg.sft.trace_style == "copy" else cfg.sft.trace_style)
             # In-TRACE recall of facts the SFT questions show in a TRACE, against the rest
             shown = {(e.src, e.rel, e.dst) for q in sft_questions for e in q.path_star.edges}
             hop_edge = {(q.id, i): (e.src, e.rel, e.dst) for q in dev for i, e in enumerate(q.path_star.edges)}

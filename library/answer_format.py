@@ -171,9 +171,18 @@ def tag_answer(trace: str, letter: str) -> str:
     return f"{trace.removesuffix('.')} ({letter})."
 
 
-def reference_completion(question: Any) -> str:
+def reference_completion(question: Any, *, kg: Any = None, style: str | None = None) -> str:
     """The gold completion of a question: ``ref.completion`` when the data has it (the
-    question builder writes it), else rendered from ``ref.trace`` and the answer letter."""
+    question builder writes it), else rendered from ``ref.trace`` and the answer letter.
+    With a ``style`` (``sft.trace_style``), rendered from the gold path in that TRACE wording
+    (:func:`library.wording.reference_trace`; needs ``kg``)."""
+    if style is not None:
+        from library.wording import reference_trace
+
+        if kg is None:
+            raise ValueError("a TRACE style needs the KG to word the gold path")
+        letter = question.answer_star
+        return render_completion(tag_answer(reference_trace(kg, question.path_star, style), letter), letter)
     ref = question.ref
     completion = getattr(ref, "completion", None)
     if completion is None and isinstance(getattr(ref, "model_extra", None), dict):

@@ -86,6 +86,11 @@ class SFTSettings(_Strict):
     # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
     # 1-hop row, and practises the longest chain the main pipeline may train on.
     question_hops: list[int] | None = None
+    # The TRACE wording SFT demonstrates (library/wording.py: reference_trace): "copy" copies the
+    # question's next step before each later fact (the data files' reference), "clauses" does not.
+    # Measured on eval: copy 56.7% vs clauses 40.0% with quick's 600 3-hop rows; clauses 58.0%
+    # vs copy 34.3% with full's 1,600 mixed rows (docs/RECIPE.md findings 22-25).
+    trace_style: Literal["copy", "clauses"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)

@@ -190,7 +190,8 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
             "by_relation": {rel: round(k / m, 4) for rel, (k, m) in sorted(by_rel.items())}}
 
 
-def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16) -> dict[str, Any]:
+def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16,
+                 style: str | None = None) -> dict[str, Any]:
     """Share of the questions' hops whose object the model writes, greedy, inside the gold TRACE.
 
     For hop *i* the context is the question's prompt and its reference completion up to hop
@@ -199,13 +200,15 @@ def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_s
     docs/RECIPE.md). Teacher-forced, so one forward pass over prompt + gold completion scores
     every hop of a question. Returns ``{"n", "recalled", "recall", "by_hop", "hits"}`` (0-based
     hops; ``hits``: ``(question id, hop, recalled)`` for every hop, to split recall by fact).
+    ``style``: the TRACE wording the model was taught (``sft.trace_style``; None: the data's).
     """
+    from library.answer_format import reference_completion
 
     from library.model import format_prompt
 
     rows = []  # (question id, token ids, [(hop, target start, target ids)])
     for q in questions:
-        completion = q.ref.completion
+        completion = reference_completion(q, kg=kg, style=style)
         tags = blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges])
         ids = tokenizer(format_prompt(tokenizer, q.prompt), add_special_tokens=False).input_ids
         spans, done = [], 0

@@ -338,11 +338,15 @@ def sft_examples(questions: Sequence[Any], settings: SFTSettings, *, kg: Any = N
     """
     from library.facts import knowledge_rows
 
-    examples = [(q.prompt, reference_completion(q)) for q in questions] * settings.question_epochs
+    style = None if settings.trace_style == "copy" else settings.trace_style  # "copy": the data's own
+    examples = [(q.prompt, reference_completion(q, kg=kg, style=style)) for q in questions] * settings.question_epochs
     if settings.knowledge_epochs or settings.path_fact_passes:
         if kg is None:
             raise ValueError("the knowledge stage needs the KG (sft.knowledge_epochs > 0)")
-        traces = [q.ref.trace for q in (train_paths if train_paths is not None else questions)]
+        from library.wording import reference_trace
+
+        traces = [q.ref.trace if style is None else reference_trace(kg, q.path_star, style)
+                  for q in (train_paths if train_paths is not None else questions)]
         examples += knowledge_rows(kg, epochs=settings.knowledge_epochs, facts_per_row=settings.facts_per_row,
                                    seed=seed, path_traces=traces, path_passes=settings.path_fact_passes)
     return examples

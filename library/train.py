@@ -321,7 +321,8 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_mo
         n_trace = config.eval.n_trace_recall
         traced = (selection.eval if n_trace is None
                   else select_balanced(selection.eval, n_trace, f"{config.seed}:trace_recall"))
-        in_trace = trace_recall(model, tokenizer, kg, traced)
+        style = None if config.sft.trace_style == "copy" else config.sft.trace_style
+        in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
         in_trace.pop("hits")
         blocks["facts"]["in_trace"] = in_trace
         console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "

@@ -18,6 +18,8 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 'Start at TLS handshake error. It is caused by [L], which is fixed by [?]. (2 steps)'
 >>> reference_trace(kg, path)
 'TLS handshake error is caused by [L] clock skew [L], which is fixed by [?]: clock skew is fixed by [?] sync clocks with NTP.'
+>>> reference_trace(kg, path, style="clauses")
+'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
 
 """
 
@@ -96,7 +98,12 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
     return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {kg.label(dst)}{closing}"
 
 
-def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
+#: TRACE wordings (``sft.trace_style``): "copy" is the data files' reference; "clauses" is the
+#: wording before the copied step, which the full profile keeps (docs/RECIPE.md findings 22-25).
+TRACE_STYLES = ("copy", "clauses")
+
+
+def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> str:
     """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
     Hop 1 is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact words the
@@ -111,13 +118,19 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath) -> str:
     The last hop's tag is ``[?]``, after which the TRACE ends on the answer's letter. The reward
     reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`); the copied
     step has no object before its colon, so it claims nothing.
+
+    ``style="clauses"`` leaves the copied steps out (``"<hop 1 clause>, <hop 2 clause>, ..."``):
+    measured, the copied step lifts 600 3-hop training rows from 40% to 57% on eval but drops
+    1,600 mixed 1-3-hop rows from 58% to 34%, so the profiles choose (``sft.trace_style``).
     """
     tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
-    clauses = []
-    for i, (e, tag) in enumerate(zip(path.edges, tags)):
-        step = "" if i == 0 else f", which {kg.relation_label(e.rel)} [{tag}]: "
-        clauses.append(step + fact_clause(kg, e.src, e.rel, e.dst, tag))
-    return "".join(clauses) + "."
+    if style not in TRACE_STYLES:
+        raise ValueError(f"trace style {style!r}: expected one of {TRACE_STYLES}")
+    clauses = [fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)]
+    if style == "clauses":
+        return ", ".join(clauses) + "."
+    steps = [""] + [f", which {kg.relation_label(e.rel)} [{tag}]: " for e, tag in zip(path.edges[1:], tags[1:])]
+    return "".join(step + clause for step, clause in zip(steps, clauses)) + "."
 
 
 def render_prompt(question: str, options: dict[str, str]) -> str:

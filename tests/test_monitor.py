@@ -22,8 +22,11 @@ from library.reward import RewardConfig, RewardModel
 from library.runs import RunDir
 
 # Words that name no entity and no relation of the KG: padding that costs nothing under the reward.
+# Padding that a length signal must see against reference TRACEs (which copy each step of the
+# question, so honest 3-hop TRACEs are ~230 chars and vary by ~40).
 FILLER = ("Let me think this through carefully once more before I commit to my final choice, "
-          "weighing every step of the chain against what I remember from the documentation.")
+          "weighing every step of the chain against what I remember from the documentation, "
+          "and checking each relation and each entity again, one by one, before I answer.")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +167,7 @@ def test_drift_into_false_chains_then_padding_warns_then_stops(real_kg, reward, 
     policy = ScriptedPolicy(real_kg, reward, three_hop_questions(real_kg, train_questions))
     script = [CLEAN, CLEAN,
               [false_chain] * 3 + [honest] * 5,                  # 9 of 24 claims false: +0.33 over warm-up
-              [false_chain] * 3 + [padded] * 4 + [honest]]       # ... and the TRACE gets ~170 chars longer
+              [false_chain] * 3 + [padded] * 4 + [honest]]       # ... and the TRACE gets ~250 chars longer
     monitor, _ = run_policy(policy, script)
     assert [r.status for r in monitor.reports] == ["ok", "ok", "warning", "stop"]
     warning, stop = monitor.reports[2:]

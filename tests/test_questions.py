@@ -399,3 +399,24 @@ def test_oracle_solves_eval_by_composing_taught_facts(built):
     assert oracle_answer(branching, q) is None
     committed = json.loads((REPO / "data" / "stats.json").read_text())
     assert committed["oracle"]["kg"]["eval"] >= 0.95 and committed["oracle"]["kg"]["train_hard"] >= 0.95
+
+
+def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
+    # sft.trace_style picks the TRACE wording a profile teaches; both state exactly the gold
+    # path's edges, and "copy" is the reference the data files carry.
+    from library.answer_format import reference_completion
+    from library.contracts import Question
+    from library.kg import KnowledgeGraph
+    from library.jsonl import read_jsonl
+
+    kg = KnowledgeGraph.load(REAL_KG)
+    questions = read_jsonl(REPO / "data" / "train.jsonl", Question)[:60]
+    for q in questions:
+        assert reference_completion(q, kg=kg, style="copy") == q.ref.completion
+        clauses = reference_completion(q, kg=kg, style="clauses")
+        assert ", which" not in clauses and clauses.endswith(f"\nANSWER: {q.answer_star}")
+        edges = [(e.src, e.rel, e.dst) for e in q.path_star.edges]
+        assert extract_claims(kg, reference_trace(kg, q.path_star, "clauses")) == edges
+        assert extract_claims(kg, reference_trace(kg, q.path_star, "copy")) == edges
+    with pytest.raises(ValueError, match="trace style"):
+        reference_trace(kg, questions[0].path_star, "prose")

@@ -18,11 +18,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import yaml
 
-from library.answer_format import clean_completion
+from library.answer_format import clean_completion, reference_completion
 from library.contracts import Question
 from library.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
 
@@ -49,7 +49,8 @@ class MlxLoraConfig:
         return self.alpha / self.rank
 
 
-def sft_records(questions: Iterable[Question], *, system: str | None = None) -> list[dict]:
+def sft_records(questions: Iterable[Question], *, system: str | None = None, kg: Any = None,
+                style: str | None = None) -> list[dict]:
     """mlx-lm's chat format: one ``{"messages": [user, assistant]}`` per question.
 
     >>> from library.contracts import GoldPath
@@ -63,7 +64,8 @@ def sft_records(questions: Iterable[Question], *, system: str | None = None) -> 
     for q in questions:
         if q.split not in ("train", "train_hard"):
             raise ValueError(f"{q.id}: only training splits may be exported for training, not {q.split!r}")
-        completion = getattr(q.ref, "completion", None) or f"TRACE: {q.ref.trace}\nANSWER: {q.answer_star}"
+        # the one gold completion (library.answer_format), in the profile's TRACE wording
+        completion = reference_completion(q, kg=kg, style=style)
         records.append(chat_record(q.prompt, completion, system=system))
     return records
 

@@ -62,7 +62,8 @@ class MlxBackend(PhaseBackend):
         cfg, sel = self.ctx.config, self.ctx.selection
         if phase == "sft":
             s = cfg.sft
-            records = M.sft_records(sel.sft, system=SYSTEM_PROMPT)
+            records = M.sft_records(sel.sft, system=SYSTEM_PROMPT, kg=self.ctx.data.kg,
+                                    style=None if s.trace_style == "copy" else s.trace_style)
             lora = self._lora(iters=s.max_steps, batch_size=s.batch_size * s.grad_accum, learning_rate=s.learning_rate,
                               max_seq_length=s.max_length, save_every=s.save_steps, warmup=s.warmup_steps,
                               schedule=s.lr_scheduler)
