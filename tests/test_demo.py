@@ -305,7 +305,9 @@ def test_the_monitor_chart_reads_the_run(tmp_path):
                  "ratios": threshold_ratios(p, MonitorSettings())}
                 for phase in ("rsft", "grpo") for p in recomputed[phase]["steps"]]
     assert run["monitor"] == expected
-    assert [(p["phase"], p["step"]) for p in run["monitor"]] == [("rsft", 0), ("grpo", 1), ("grpo", 2), ("grpo", 3)]
+    grpo_steps = json.loads((quick / "meta.json").read_text())["config"]["grpo"]["max_steps"]
+    assert [(p["phase"], p["step"]) for p in run["monitor"]] == (
+        [("rsft", 0)] + [("grpo", step) for step in range(1, grpo_steps + 1)])
 
     # a run that logged its monitor is shown as logged (and with its own thresholds)
     logged = RunDir.create(tmp_path, "logged")
