@@ -9,17 +9,21 @@ Both cases run ``--steps`` optimizer steps of TRL's SFTTrainer through ``library
 same process, on the same machine state:
 
 - ``baseline``: the first version's SFT: LoRA r=16 on all projections, batches of 8 question
-  rows padded to the longest (pad tokens computed and masked), lr 2e-4;
+  rows padded to the longest (pad tokens computed and masked), lr 2e-4, TRL's own loss;
 - ``pipeline_default_malloc``: the quick profile's SFT settings (``library/profiles/quick.yaml``):
   the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
   pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
   allocator settings (run it without ``MALLOC_MMAP_MAX_`` in the environment, as ``make bench`` does);
-- ``pipeline``: the same rows after ``library.model.keep_freed_memory()``, as ``kgr train`` runs.
+- ``pipeline_trl_loss``: the same rows after ``library.model.keep_freed_memory()``, with TRL's own
+  SFT loss (on CPU its fused LM head projects every position, prompt tokens included);
+- ``pipeline``: the same, with the pipeline's loss (``library.sft.completion_positions_loss``:
+  only the scored positions go through the LM head), as ``kgr train`` runs.
 
 Real tokens are the tokens of the rows trained on (prompt and completion; padding excluded),
 counted from the rows themselves, over the time of all steps. The last line
 is one JSON object: ``real_tok_s`` (pipeline), ``baseline_real_tok_s``, ``ratio``, the
-padded share of the baseline's computed tokens and ``default_malloc_real_tok_s``.
+padded share of the baseline's computed tokens, ``default_malloc_real_tok_s`` and
+``trl_loss_real_tok_s``.
 """
 
 from __future__ import annotations
@@ -38,8 +42,11 @@ sys.path.insert(0, str(REPO))
 
 
 def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: int, padding_free: bool,
-            full: bool, lora, learning_rate: float) -> dict:
+            full: bool, lora, learning_rate: float, trl_loss: bool = False) -> dict:
+    import types
+
     from transformers import TrainerCallback
+    from trl import SFTTrainer
 
     from library.sft import build_sft_trainer
 
@@ -56,6 +63,8 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
         trainer = build_sft_trainer(model, tok, rows[: steps * batch_size], ckpt_dir=Path(tmp), learning_rate=learning_rate,
                                     max_steps=steps, batch_size=batch_size, max_length=512, seed=0, lora=lora, full=full,
                                     padding_free=padding_free, save_steps=10_000, callbacks=[Clock()])
+        if trl_loss:  # TRL's own loss: on CPU its fused head projects every position, prompt included
+            trainer.compute_loss = types.MethodType(SFTTrainer.compute_loss, trainer)
         # Every row is trained on exactly once (steps x batch_size rows), so the real tokens are
         # the rows' lengths; the computed tokens (padding included) come from the collated batches.
         real = sum(len(ex["input_ids"]) for ex in trainer.train_dataset)
@@ -97,23 +106,25 @@ def main() -> None:
     rng.shuffle(questions)
     baseline_rows = question_rows(tok, questions[: args.steps * 8])
     base = measure("baseline", model, tok, baseline_rows, steps=args.steps, batch_size=8, padding_free=False,
-                   full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4)
+                   full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4, trl_loss=True)
 
     examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
     measured = {}
-    for name in ("pipeline_default_malloc", "pipeline"):
-        if name == "pipeline":
+    for name in ("pipeline_default_malloc", "pipeline_trl_loss", "pipeline"):
+        if name == "pipeline_trl_loss":
             keep_freed_memory()
         model, tok = load_model(cfg.model)  # fresh weights for each case
         measured[name] = measure(name, model, tok, pipeline_rows, steps=args.steps, batch_size=cfg.sft.batch_size,
                                  padding_free=cfg.sft.padding_free, full=cfg.sft.method == "full",
-                                 lora=cfg.sft.lora, learning_rate=cfg.sft.learning_rate)
+                                 lora=cfg.sft.lora, learning_rate=cfg.sft.learning_rate,
+                                 trl_loss=name == "pipeline_trl_loss")
     pipe = measured["pipeline"]
     print(json.dumps({"real_tok_s": pipe["real_tok_s"], "baseline_real_tok_s": base["real_tok_s"],
                       "ratio": round(pipe["real_tok_s"] / base["real_tok_s"], 2),
                       "default_malloc_real_tok_s": measured["pipeline_default_malloc"]["real_tok_s"],
+                      "trl_loss_real_tok_s": measured["pipeline_trl_loss"]["real_tok_s"],
                       "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
                       "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method,
                       "threads": args.threads, "model": args.model}))

@@ -100,7 +100,7 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
 
 #: TRACE wordings (``sft.trace_style``): "copy" is the data files' reference; "clauses" is the
 #: wording before the copied step, which the full profile keeps (docs/RECIPE.md findings 22-25).
-TRACE_STYLES = ("copy", "clauses")
+TRACE_STYLES = ("copy", "clauses", "rest")
 
 
 def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> str:
@@ -122,6 +122,13 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> 
     ``style="clauses"`` leaves the copied steps out (``"<hop 1 clause>, <hop 2 clause>, ..."``):
     measured, the copied step lifts 600 3-hop training rows from 40% to 57% on eval but drops
     1,600 mixed 1-3-hop rows from 58% to 34%, so the profiles choose (``sft.trace_style``).
+
+    ``style="rest"`` copies, after each tag, the *whole rest* of the question's chain (from that
+    tag to its end) instead of the next step alone; the next hop's relation is then always the
+    first step of the text just copied. Why: with 1-3-hop training chains, "copy the question's
+    last step" is as right as "copy the next step" after every tag but the first, and larger
+    training sets taught that shortcut (findings 24-25); copying up to the end is one rule at
+    every tag and any chain length, and a copy that ends early is visibly wrong.
     """
     tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
     if style not in TRACE_STYLES:
@@ -129,7 +136,11 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> 
     clauses = [fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)]
     if style == "clauses":
         return ", ".join(clauses) + "."
-    steps = [""] + [f", which {kg.relation_label(e.rel)} [{tag}]: " for e, tag in zip(path.edges[1:], tags[1:])]
+    later = [f", which {kg.relation_label(e.rel)} [{tag}]" for e, tag in zip(path.edges[1:], tags[1:])]
+    if style == "copy":
+        steps = [""] + [step + ": " for step in later]
+    else:  # "rest": everything the question still asks, from the tag just written to its end
+        steps = [""] + ["".join(later[i:]) + ": " for i in range(len(later))]
     return "".join(step + clause for step, clause in zip(steps, clauses)) + "."
 
 

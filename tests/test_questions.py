@@ -88,6 +88,23 @@ def test_each_later_hop_copies_the_question_text_after_the_previous_tag(tiny_kg)
     assert checked >= 5
 
 
+def test_rest_style_copies_the_question_from_each_tag_to_its_end(tiny_kg):
+    # "rest": after each tag the TRACE copies, verbatim, everything the question asks after that
+    # tag (up to ". (N steps)"), so the next relation is always the first step just copied.
+    checked = 0
+    for hops in (2, 3, 4):
+        for path in tiny_kg.iter_paths(hops):
+            start, rels = path.entities[0], [e.rel for e in path.edges]
+            question, trace = question_text(tiny_kg, start, rels), reference_trace(tiny_kg, path, "rest")
+            tags = blank_tags(start, rels)
+            for prev in tags[:-1]:
+                rest = question.split(f"[{prev}]", 1)[1].rsplit(". (", 1)[0]
+                assert rest.startswith(", which ") and f"[{prev}]{rest}: " in trace
+            assert extract_claims(tiny_kg, trace) == [(e.src, e.rel, e.dst) for e in path.edges]
+            checked += 1
+    assert checked >= 5
+
+
 def test_tags_are_invisible_to_the_reward(tiny_kg):
     path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     assert extract_claims(tiny_kg, reference_trace(tiny_kg, path)) == [
@@ -418,5 +435,6 @@ def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
         edges = [(e.src, e.rel, e.dst) for e in q.path_star.edges]
         assert extract_claims(kg, reference_trace(kg, q.path_star, "clauses")) == edges
         assert extract_claims(kg, reference_trace(kg, q.path_star, "copy")) == edges
+        assert extract_claims(kg, reference_trace(kg, q.path_star, "rest")) == edges
     with pytest.raises(ValueError, match="trace style"):
         reference_trace(kg, questions[0].path_star, "prose")

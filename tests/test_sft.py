@@ -263,3 +263,30 @@ def test_trace_recall_scores_every_hop_inside_the_gold_trace(tiny, real_kg):
     assert set(perfect["by_hop"]) == {str(i) for i in range(max(len(q.path_star.edges) for q in questions))}
     untrained = trace_recall(model, tok, real_kg, questions)
     assert untrained["n"] == hops and untrained["recalled"] == 0
+
+
+@pytest.mark.parametrize("padding_free", [True, False])
+def test_completion_positions_loss_equals_trls_loss_and_gradients(tiny, tmp_path, padding_free):
+    """Our loss projects only the scored positions through the LM head; its value and gradients
+    are TRL's own SFT loss (which projects every position on CPU), with and without padding."""
+    from trl import SFTTrainer
+
+    model, tok = tiny
+    rows = sft_rows(tok, EXAMPLES[:3] + [("Start at a. It leads to what? (1 step)", "TRACE: a leads to b.\nANSWER: A")])
+    trainer = build_sft_trainer(model, tok, rows, ckpt_dir=tmp_path / "ck", learning_rate=1e-3, max_steps=1,
+                                batch_size=4, max_length=512, seed=0, lora=LoraSettings(), padding_free=padding_free)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
+    trainer.model.eval()  # no dropout: the two losses see the same network
+    results = []
+    for compute_loss in (type(trainer).compute_loss, SFTTrainer.compute_loss):
+        trainer.model.zero_grad()
+        loss = compute_loss(trainer, trainer.model, dict(batch), num_items_in_batch=None)
+        loss.backward()
+        grads = [p.grad.clone() for p in trainer.model.parameters() if p.requires_grad]
+        results.append((loss.item(), grads))
+    (ours, our_grads), (trls, trl_grads) = results
+    assert ours == pytest.approx(trls, rel=1e-5)
+    assert len(our_grads) == len(trl_grads) > 0
+    for a, b in zip(our_grads, trl_grads):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert trainer._metrics["eval"]["mean_token_accuracy"], "token accuracy is still logged"
