@@ -89,13 +89,10 @@ CASES: dict[str, dict] = {
     "copy_hop123_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
                                         "n_questions": 600, "batch_size": 1, "grad_accum": 2},
     # seventh session: the TRACE copies the whole rest of the question after each tag
-    # (trace_style "rest"), at quick's size and at the full profile's (where "copy" collapsed)
+    # (trace_style "rest"; docs/RECIPE.md finding 28)
     "rest_hop3_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
                                       "n_questions": 600, "question_hops": [3], "batch_size": 2, "grad_accum": 1,
                                       "trace_style": "rest"},
-    "rest_hop123_full_lr2e-4_k4_q1600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 4,
-                                         "n_questions": 1600, "batch_size": 2, "grad_accum": 1,
-                                         "warmup_steps": 20, "trace_style": "rest"},
 }
 
 TAG_RE = re.compile(r"\[([A-Z?])\]")

@@ -10,6 +10,8 @@ same process, on the same machine state:
 
 - ``baseline``: the first version's SFT: LoRA r=16 on all projections, batches of 8 question
   rows padded to the longest (pad tokens computed and masked), lr 2e-4, TRL's own loss;
+- ``baseline_pipeline_loss``: the same LoRA batches with the pipeline's loss
+  (``library.sft.completion_positions_loss``), the figure for LoRA SFT (``lora_real_tok_s``);
 - ``pipeline_default_malloc``: the quick profile's SFT settings (``library/profiles/quick.yaml``):
   the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
   pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
@@ -108,6 +110,12 @@ def main() -> None:
     base = measure("baseline", model, tok, baseline_rows, steps=args.steps, batch_size=8, padding_free=False,
                    full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4, trl_loss=True)
 
+    # The first version's shape (LoRA r=16, padded batches of 8) with the pipeline's loss: what
+    # the loss alone does for LoRA SFT (RSFT trains LoRA adapters this way)
+    model, tok = load_model(cfg.model)
+    lora_ours = measure("baseline_pipeline_loss", model, tok, baseline_rows, steps=args.steps, batch_size=8,
+                        padding_free=False, full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4)
+
     examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
@@ -125,6 +133,8 @@ def main() -> None:
                       "ratio": round(pipe["real_tok_s"] / base["real_tok_s"], 2),
                       "default_malloc_real_tok_s": measured["pipeline_default_malloc"]["real_tok_s"],
                       "trl_loss_real_tok_s": measured["pipeline_trl_loss"]["real_tok_s"],
+                      "lora_real_tok_s": lora_ours["real_tok_s"],
+                      "lora_ratio": round(lora_ours["real_tok_s"] / base["real_tok_s"], 2),
                       "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
                       "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method,
                       "threads": args.threads, "model": args.model}))

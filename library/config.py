@@ -90,7 +90,7 @@ class SFTSettings(_Strict):
     # question's next step before each later fact (the data files' reference), "clauses" does not.
     # Measured on eval: copy 56.7% vs clauses 40.0% with quick's 600 3-hop rows; clauses 58.0%
     # vs copy 34.3% with full's 1,600 mixed rows (docs/RECIPE.md findings 22-25).
-    # "rest" copies the whole rest of the chain after each tag (wording.py; RECIPE.md finding 27).
+    # "rest" copies the whole rest of the chain after each tag (wording.py; RECIPE.md finding 28).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
