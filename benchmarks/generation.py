@@ -10,7 +10,9 @@ distinct prompts, and group sampling (4 prompts x 8 samples, what RSFT/GRPO do).
 total generated tokens per second over the batch, counting each sequence up to and including
 its eos (tokens after eos are padding, not work). Cases alternate plain/ours so that load from
 other processes on this shared machine hits both alike; the greedy outputs are compared too
-(they must be identical). Prompts are the ``prompt`` field of data/eval.jsonl when it exists.
+(they must be identical for fp32 engines; the bf16 engine reports its agreement, and
+``benchmarks/precision_agreement.py`` measures it on a trained model's eval answers). Prompts
+are the ``prompt`` field of data/eval.jsonl when it exists.
 """
 
 from __future__ import annotations
@@ -71,20 +73,22 @@ def plain(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_toke
 
 
 def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int,
-         engine: str = "torch", ct2=None):
+         engine: str = "torch", ct2=None, precision: str = "float32"):
     """The pipeline's generator (``library.generate``) with one engine; a ct2 generator is
-    converted once outside the timing (its conversion cost is reported on its own line)."""
+    converted once outside the timing (its conversion cost is reported on its own line). The
+    torch engine's bf16 copy of the weights is made inside the timing, as in the pipeline."""
     stats = GenerationStats()
     out = generate_completions(model, tok, texts, max_new_tokens=max_new_tokens, do_sample=do_sample,
                                num_return_sequences=n, batch_size=len(texts) * n, seed=seed, progress=False,
-                               stats=stats, engine=engine, ct2=ct2)
+                               stats=stats, engine=engine, ct2=ct2, precision=precision)
     return stats.new_tokens, stats.seconds, [c.text for group in out for c in group]
 
 
 def main() -> None:
     import contextlib
 
-    from library.config import GenerationSettings
+    from library.config import GenerationSettings, TrainConfig
+    from library.model import resolve_precision
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded")
@@ -92,14 +96,18 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--cases", default="greedy8,sampled8,greedy32,sampled32,group4x8",
                         help="comma list of greedy<B>, sampled<B>, group<P>x<N>")
-    parser.add_argument("--engines", default="torch,ct2:int8,ct2:float32",
-                        help="the pipeline generator's engines to measure (torch, ct2:<compute type>)")
+    parser.add_argument("--engines", default="torch,torch:bfloat16,ct2:int8,ct2:float32",
+                        help="the pipeline generator's engines to measure (torch[:float32|bfloat16], "
+                             "ct2:<compute type>)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model)
     prompts = load_prompts(64)
     default = GenerationSettings()
-    pipeline_engine = "torch" if default.engine == "torch" else f"ct2:{default.ct2_compute_type}"
+    # The pipeline's engine as `kgr train` resolves it on this machine (precision "auto").
+    precision = resolve_precision(TrainConfig().precision)
+    pipeline_engine = (("torch" if precision == "float32" else f"torch:{precision}") if default.engine == "torch"
+                       else f"ct2:{default.ct2_compute_type}")
     engines = args.engines.split(",")
     if pipeline_engine not in engines:
         engines.insert(0, pipeline_engine)
@@ -113,7 +121,9 @@ def main() -> None:
                 print(f"{engine}: merge + save + convert took {time.perf_counter() - t0:.1f}s (once per model version)")
 
         def run_ours(engine: str, texts, **kw):
-            return ours(model, tok, texts, engine=engine.split(":")[0], ct2=ct2.get(engine), **kw)
+            kind, _, variant = engine.partition(":")
+            return ours(model, tok, texts, engine=kind, ct2=ct2.get(engine),
+                        precision=variant if kind == "torch" and variant else "float32", **kw)
 
         # Warm-up (first calls allocate and pick kernels).
         for engine in engines:

@@ -18,14 +18,19 @@ same process, on the same machine state:
   allocator settings (run it without ``MALLOC_MMAP_MAX_`` in the environment, as ``make bench`` does);
 - ``pipeline_trl_loss``: the same rows after ``library.model.keep_freed_memory()``, with TRL's own
   SFT loss (on CPU its fused LM head projects every position, prompt tokens included);
+- ``pipeline_float32`` (only when ``--precision`` resolves to bfloat16): the pipeline in float32;
 - ``pipeline``: the same, with the pipeline's loss (``library.sft.completion_positions_loss``:
-  only the scored positions go through the LM head), as ``kgr train`` runs.
+  only the scored positions go through the LM head), as ``kgr train`` runs: in the compute
+  precision that ``precision: auto`` resolves to here (bf16 autocast on an AMX CPU).
+
+The LoRA and pipeline cases run in ``--precision`` (default auto, as ``kgr train``); the
+first version's case always in float32.
 
 Real tokens are the tokens of the rows trained on (prompt and completion; padding excluded),
 counted from the rows themselves, over the time of all steps. The last line
 is one JSON object: ``real_tok_s`` (pipeline), ``baseline_real_tok_s``, ``ratio``, the
 padded share of the baseline's computed tokens, ``default_malloc_real_tok_s`` and
-``trl_loss_real_tok_s``.
+``trl_loss_real_tok_s``, ``precision`` and ``float32_real_tok_s``.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ sys.path.insert(0, str(REPO))
 
 
 def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: int, padding_free: bool,
-            full: bool, lora, learning_rate: float, trl_loss: bool = False) -> dict:
+            full: bool, lora, learning_rate: float, trl_loss: bool = False, precision: str = "float32") -> dict:
     import types
+
+    from library.model import using_precision
 
     from transformers import TrainerCallback
     from trl import SFTTrainer
@@ -61,7 +68,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
         def on_step_end(self, args, state, control, **kw):
             times.append(time.perf_counter() - self.t0)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, using_precision(precision):
         trainer = build_sft_trainer(model, tok, rows[: steps * batch_size], ckpt_dir=Path(tmp), learning_rate=learning_rate,
                                     max_steps=steps, batch_size=batch_size, max_length=512, seed=0, lora=lora, full=full,
                                     padding_free=padding_free, save_steps=10_000, callbacks=[Clock()])
@@ -74,7 +81,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
         trainer.train()
     seconds = sum(times)
     result = {"case": name, "steps": steps, "batch_size": batch_size, "padding_free": padding_free, "full": full,
-              "seconds_per_step": round(seconds / max(1, len(times)), 3),
+              "precision": precision, "seconds_per_step": round(seconds / max(1, len(times)), 3),
               "real_tok_s": round(real / seconds, 1),
               "pad_share": round(1 - real / computed, 3)}
     print(json.dumps(result), flush=True)
@@ -88,16 +95,19 @@ def main() -> None:
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--precision", default="auto", help="compute precision of the pipeline cases (auto | float32 | "
+                                                        "bfloat16); the first version's case is always float32")
     args = ap.parse_args()
 
     import torch
 
     from library.config import LoraSettings, load_config
-    from library.model import keep_freed_memory, load_model
+    from library.model import keep_freed_memory, load_model, resolve_precision
     from library.sft import question_rows, sft_examples, sft_rows
     from library.train import load_data, make_selection
 
     torch.set_num_threads(args.threads)
+    precision = resolve_precision(args.precision)
     cfg = load_config("quick", overrides={"model": args.model})
     data = load_data(cfg)
     selection = make_selection(cfg, data)
@@ -114,26 +124,33 @@ def main() -> None:
     # the loss alone does for LoRA SFT (RSFT trains LoRA adapters this way)
     model, tok = load_model(cfg.model)
     lora_ours = measure("baseline_pipeline_loss", model, tok, baseline_rows, steps=args.steps, batch_size=8,
-                        padding_free=False, full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4)
+                        padding_free=False, full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4,
+                        precision=precision)
 
     examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
     measured = {}
-    for name in ("pipeline_default_malloc", "pipeline_trl_loss", "pipeline"):
+    names = ["pipeline_default_malloc", "pipeline_trl_loss", "pipeline"]
+    if precision != "float32":
+        names.insert(2, "pipeline_float32")  # the same run's before/after for the compute precision
+    for name in names:
         if name == "pipeline_trl_loss":
             keep_freed_memory()
         model, tok = load_model(cfg.model)  # fresh weights for each case
         measured[name] = measure(name, model, tok, pipeline_rows, steps=args.steps, batch_size=cfg.sft.batch_size,
                                  padding_free=cfg.sft.padding_free, full=cfg.sft.method == "full",
                                  lora=cfg.sft.lora, learning_rate=cfg.sft.learning_rate,
-                                 trl_loss=name == "pipeline_trl_loss")
+                                 trl_loss=name == "pipeline_trl_loss",
+                                 precision="float32" if name == "pipeline_float32" else precision)
     pipe = measured["pipeline"]
     print(json.dumps({"real_tok_s": pipe["real_tok_s"], "baseline_real_tok_s": base["real_tok_s"],
                       "ratio": round(pipe["real_tok_s"] / base["real_tok_s"], 2),
                       "default_malloc_real_tok_s": measured["pipeline_default_malloc"]["real_tok_s"],
                       "trl_loss_real_tok_s": measured["pipeline_trl_loss"]["real_tok_s"],
                       "lora_real_tok_s": lora_ours["real_tok_s"],
+                      "precision": precision,
+                      "float32_real_tok_s": measured.get("pipeline_float32", pipe)["real_tok_s"],
                       "lora_ratio": round(lora_ours["real_tok_s"] / base["real_tok_s"], 2),
                       "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
                       "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method,

@@ -109,6 +109,8 @@ def train(
     model: str = typer.Option(None, help="embedded | tiny | <hub id> | <local folder>; default from the profile."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last completed phase/checkpoint."),
     seed: int = typer.Option(None, help="Override the profile's seed."),
+    precision: str = typer.Option(None, help="auto (default: bf16 with AMX or a bf16 GPU, else fp32) | float32 | "
+                                              "bfloat16: compute precision of training and generation."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
     backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon) | unsloth (NVIDIA CUDA)."),
@@ -148,6 +150,8 @@ def train(
         overrides["model"] = model
     if seed is not None:
         overrides["seed"] = seed
+    if precision is not None:
+        overrides["precision"] = precision
     if grpo_reward is not None:
         overrides["grpo"] = {"reward_preset": grpo_reward}
     if data_dir is not None:

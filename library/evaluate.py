@@ -230,16 +230,32 @@ def compare_phases(source, split: str, phase_a: str, phase_b: str, *, n_boot: in
     if n == 0:
         result.update(accuracy_a=None, accuracy_b=None, diff=None, ci=[None, None], p_not_better=None)
         return result
-    xa = [1 if a[i] else 0 for i in ids]
-    xb = [1 if b[i] else 0 for i in ids]
+    result.update(paired_difference([a[i] for i in ids], [b[i] for i in ids], n_boot=n_boot, seed=seed,
+                                    confidence=confidence))
+    return result
+
+
+def paired_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, n_boot: int = 2000, seed: int = 0,
+                      confidence: float = 0.95) -> dict[str, Any]:
+    """Accuracy of b minus a over the same questions (position i is one question in both), with
+    a paired bootstrap interval (questions resampled with replacement, seeded).
+
+    >>> r = paired_difference([True] * 5 + [False] * 15, [True] * 15 + [False] * 5)
+    >>> r["accuracy_a"], r["accuracy_b"], r["diff"], r["ci"][0] > 0, r["discordant"]
+    (0.25, 0.75, 0.5, True, {'a_only': 0, 'b_only': 10})
+    """
+    n = len(correct_a)
+    if n != len(correct_b) or n == 0:
+        raise ValueError(f"paired_difference needs two equally long, non-empty lists ({n} vs {len(correct_b)})")
+    xa = [1 if x else 0 for x in correct_a]
+    xb = [1 if x else 0 for x in correct_b]
     diffs = [y - x for x, y in zip(xa, xb)]
     rng = random.Random(seed)
     boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
     tail = (1 - confidence) / 2
     lo = boots[min(n_boot - 1, int(math.floor(tail * n_boot)))]
     hi = boots[min(n_boot - 1, int(math.ceil((1 - tail) * n_boot)) - 1)]
-    result.update(accuracy_a=sum(xa) / n, accuracy_b=sum(xb) / n, diff=sum(diffs) / n, ci=[lo, hi],
-                  p_not_better=sum(1 for d in boots if d <= 0) / n_boot,
-                  discordant={"a_only": sum(1 for x, y in zip(xa, xb) if x > y),
-                              "b_only": sum(1 for x, y in zip(xa, xb) if y > x)})
-    return result
+    return dict(accuracy_a=sum(xa) / n, accuracy_b=sum(xb) / n, diff=sum(diffs) / n, ci=[lo, hi],
+                p_not_better=sum(1 for d in boots if d <= 0) / n_boot,
+                discordant={"a_only": sum(1 for x, y in zip(xa, xb) if x > y),
+                            "b_only": sum(1 for x, y in zip(xa, xb) if y > x)})

@@ -14,7 +14,7 @@
   trainable "default" adapter is the SFT/RSFT one; TRL then copies it into a frozen "ref"
   adapter and computes reference log-probs with that adapter active, so beta > 0 costs one
   extra forward pass, not a second model in memory.
-- **CPU-safe** (``bf16=False, use_cpu=True``), prompts are the chat-formatted strings from
+- **CPU-safe** (``library.sft.cpu_training_args``: bf16 autocast only on AMX), prompts are the chat-formatted strings from
   ``library.model.format_prompt`` (TRL leaves string prompts untouched), sampling at the paper's
   temperature 0.6 / top_p 0.9.
 - **Only training prompts**: :func:`library.rsft.assert_training_only` runs before the trainer
@@ -221,8 +221,10 @@ def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
 
     TRL hands over its per-process batch, where every prompt appears ``num_generations`` times,
     and takes back one ``prompt_ids``/``completion_ids`` pair per entry in the same order.
-    ``logprobs`` is None, as in TRL's own transformers path (no importance-sampling correction:
-    generation and training see the same weights). Sampling is seeded per optimizer step and,
+    ``logprobs`` is None, as in TRL's own transformers path (no importance-sampling correction).
+    Under bfloat16 compute precision the samples come from a bf16 copy of the current weights
+    and the loss is computed under bf16 autocast, so sampler and trainer differ only by rounding
+    (as with vLLM rollouts on GPU). Sampling is seeded per optimizer step and,
     across processes, per process (each samples its own slice of the step's groups).
     """
     from library.generate import generate_completions

@@ -12,7 +12,12 @@ Model specs (``load_model(spec)``):
 - anything else: a local folder (e.g. a merged SFT model in a run folder) or a hub id; both go
   through ``from_pretrained`` unchanged (hub ids need network, which CI does not have).
 
-Always fp32 on CPU: this CPU has no bf16 instructions and bf16 runs ~38x slower (docs/MEASUREMENTS.md).
+Weights are always kept in fp32. Arithmetic follows the *compute precision*
+(:func:`set_compute_precision`, ``precision`` in the run config): ``"auto"`` picks bfloat16 where the
+hardware multiplies bf16 matrices natively (Intel AMX tiles on CPU, bf16-capable CUDA GPUs) and
+float32 elsewhere. On a CPU with AMX, bf16 matmuls run 3-8x faster than fp32 (docs/MEASUREMENTS.md);
+on one without bf16 instructions (the AVX2 AMD EPYC of the first measurements) bf16 runs ~38x
+slower, so "auto" never picks it there.
 
 Chat formatting goes through the tokenizer's ChatML template with our own short system
 message (:data:`SYSTEM_PROMPT`) instead of SmolLM's default one, which costs ~30 tokens per
@@ -34,6 +39,7 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -66,6 +72,76 @@ TINY_CONFIG: dict[str, Any] = {
 TINY_SEED = 1234
 
 SpecKind = Literal["embedded", "tiny", "local", "hub"]
+
+#: Compute precisions a run can ask for ("auto" is resolved by :func:`resolve_precision`).
+PRECISIONS = ("auto", "float32", "bfloat16")
+_compute_precision = "float32"  # what library calls use until a run sets it (exact fp32)
+
+
+def bf16_matrix_units(device: str = "cpu") -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices in hardware (CPU: Intel AMX tiles).
+
+    AVX512-BF16 alone is not enough to count: only AMX was measured faster than fp32 here.
+    """
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
+
+
+def resolve_precision(precision: str = "auto", device: str | None = None) -> str:
+    """``"float32"`` or ``"bfloat16"`` for a requested precision on ``device`` (default: CUDA if any).
+
+    >>> resolve_precision("float32")
+    'float32'
+    >>> resolve_precision("auto") in ("float32", "bfloat16")
+    True
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
+    if precision != "auto":
+        return precision
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return "bfloat16" if bf16_matrix_units(device) else "float32"
+
+
+def set_compute_precision(precision: str = "auto") -> str:
+    """Set the process's compute precision for training and generation; returns the resolved one.
+
+    Process-wide, like ``torch.set_num_threads``: ``kgr train`` sets it once from the config.
+    bfloat16 means mixed precision for training (fp32 master weights, bf16 autocast: the TRL
+    configs get ``bf16=True``, see :func:`library.sft.cpu_training_args`) and a bf16 copy of
+    the weights for generation (:func:`library.generate.generation_model`).
+    """
+    global _compute_precision
+    _compute_precision = resolve_precision(precision)
+    return _compute_precision
+
+
+def compute_precision() -> str:
+    """The process's resolved compute precision (``"float32"`` unless set).
+
+    >>> compute_precision() in ("float32", "bfloat16")
+    True
+    """
+    return _compute_precision
+
+
+@contextmanager
+def using_precision(precision: str):
+    """Temporarily set the compute precision (tests and benchmarks).
+
+    >>> with using_precision("bfloat16"):
+    ...     compute_precision()
+    'bfloat16'
+    """
+    before = _compute_precision
+    set_compute_precision(precision)
+    try:
+        yield _compute_precision
+    finally:
+        set_compute_precision(before)
+
 
 
 @dataclass(frozen=True)

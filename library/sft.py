@@ -9,8 +9,8 @@ What this module guarantees, and why:
 - **Base weights frozen.** peft's LoRA wrapper freezes everything except the adapter matrices
   (r=16, alpha=16, dropout 0.05 on all attention and MLP projections); :func:`trainable_report`
   lets tests and meta.json check it.
-- **CPU-safe.** ``bf16=False, use_cpu=True`` always (TRL defaults to bf16, which this CPU runs
-  ~38x slower), no gradient checkpointing (135M parameters fit easily; it would only cost time).
+- **CPU-safe.** ``use_cpu=True`` on CPU, bf16 autocast only where the compute precision says so
+  (AMX; TRL defaults to bf16, which a CPU without bf16 units runs ~38x slower), no gradient checkpointing (135M parameters fit easily; it would only cost time).
 - **Resumable.** Checkpoints go to ``<run>/checkpoints/<phase>/`` (git-ignored); a rerun resumes
   from the newest one, optimizer and data order included. The finished adapter is saved to
   ``<run>/adapters/<phase>/`` (git-ignored) and is what the next phase loads.
@@ -179,11 +179,19 @@ def add_lora(model, settings: LoraSettings):
 
 
 def cpu_training_args(**kwargs) -> dict[str, Any]:
-    """Arguments every TRL config gets on this machine (see docs/MEASUREMENTS.md: bf16 is ~38x slower here)."""
+    """Arguments every TRL config gets (CPU-safe; mixed precision from the compute precision).
+
+    ``bf16`` follows :func:`library.model.compute_precision`: True only where the hardware has
+    bf16 matrix units (AMX here: SFT 1.5x the fp32 tokens per second, benchmarks/training.py),
+    never on a CPU without them (bf16 is ~38x slower there, docs/MEASUREMENTS.md). TRL's own
+    default (``bf16=True``) is never taken blindly.
+    """
     import torch
 
+    from library.model import compute_precision
+
     base = dict(
-        bf16=False,
+        bf16=compute_precision() == "bfloat16",
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
         report_to=[],

@@ -203,6 +203,8 @@ def platform_info(threads: int | None) -> dict[str, Any]:
 
     import torch
 
+    from library.model import bf16_matrix_units, compute_precision
+
     info = _versions()
     info.update({
         "os": platform.platform(),
@@ -210,6 +212,8 @@ def platform_info(threads: int | None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "requested_threads": threads,
+        "precision": compute_precision(),
+        "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
         "cuda": torch.cuda.is_available(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     })
@@ -446,7 +450,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     from library.backends.phases import RunContext
     from library.backends.torch_phases import TorchBackend
     from library.distributed import is_writer, main_process_first, wait_for_everyone
-    from library.model import keep_freed_memory, load_model, model_info
+    from library.model import compute_precision, keep_freed_memory, load_model, model_info, set_compute_precision
     from library.reward import RewardConfig, RewardModel
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
@@ -456,6 +460,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     console = (console or Console(stderr=True)) if writer else Console(stderr=True, quiet=True)
     if config.threads:  # evaluation is torch on every backend
         torch.set_num_threads(config.threads)
+    set_compute_precision(config.precision)  # before meta.json records it and any phase runs
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
     fresh = not (run_dir / "meta.json").exists()
@@ -480,7 +485,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
                              console=console), base)
     console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
-                  f"run={run_dir} phases={' -> '.join(config.phases())}"
+                  f"precision={compute_precision()} run={run_dir} phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
 
     did_work = False

@@ -294,7 +294,7 @@ def test_try_reads_train_py_meta_layout(fixture_run, kg_file):
 
 def test_the_monitor_chart_reads_the_run(tmp_path):
     """The charts' monitor points: metrics.json's monitor block when the run has one, else the
-    monitor recomputed from the rollouts (data/runs/quick predates the monitor)."""
+    monitor recomputed from the rollouts (runs from before the monitor have no block)."""
     from library.config import MonitorSettings
     from library.monitor import monitor_run, threshold_ratios
 

@@ -152,3 +152,52 @@ def test_ct2_engine_matches_the_torch_loop_greedy_and_samples_groups(tiny):
             generate_completions(peft_model, tok, PROMPTS[:1], engine="vllm", progress=False)
     finally:
         peft_model.unload()
+
+
+def test_bfloat16_generates_from_a_bf16_copy_equal_to_plain_bf16_generate(tiny):
+    """precision="bfloat16": the loop runs on a bf16 copy (the fp32 weights stay untouched) and
+    its greedy answers equal ``model.generate`` on a bf16 copy of the same weights."""
+    import copy
+
+    from library.generate import generation_model
+    from library.model import using_precision
+
+    model, tok = tiny
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with generation_model(model, precision="bfloat16") as gen:
+        assert gen is not model and next(gen.parameters()).dtype == torch.bfloat16
+    with generation_model(model, precision="float32") as gen:
+        assert gen is model  # nothing to merge or convert: no copy
+    ours = generate(model, tok, PROMPTS, max_new_tokens=10, batch_size=2, progress=False, precision="bfloat16")
+    with using_precision("bfloat16"):  # the process-wide setting reaches the same path
+        assert generate(model, tok, PROMPTS, max_new_tokens=10, batch_size=2, progress=False) == ours
+    assert [g[0] for g in ours] == _plain_greedy(copy.deepcopy(model).to(torch.bfloat16), tok, PROMPTS, 10)
+    assert next(model.parameters()).dtype == torch.float32
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_generation_copy_runs_its_own_weights_when_a_trainer_patched_forward():
+    """Trainers patch ``model.forward`` on the instance with a closure over the original model
+    (TRL's fused LM head); a deep copy must not call back into the original: the bf16 copy
+    computes in bf16, and a LoRA model left in training mode (dropout) generates as in eval mode."""
+    from peft import LoraConfig, get_peft_model
+    from trl.trainer.utils import add_fused_lm_head
+
+    from library.generate import generation_model
+
+    model, tok = load_model("tiny")
+    add_fused_lm_head(model)  # what TRL's SFTTrainer does to the model it trains
+    assert "forward" in model.__dict__
+    ids = tok(["Start at TLS handshake error."], return_tensors="pt")["input_ids"]
+    with generation_model(model, precision="bfloat16") as gen, torch.no_grad():
+        assert gen(input_ids=ids).logits.dtype == torch.bfloat16  # the copy's weights, not the original's
+
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.5, init_lora_weights=False,
+                                                  target_modules=["q_proj", "v_proj", "up_proj"]))
+    peft_model.train()  # as a trainer leaves it
+    kw = dict(max_new_tokens=8, progress=False, precision="float32")
+    first = generate(peft_model, tok, PROMPTS[:3], **kw)
+    assert generate(peft_model, tok, PROMPTS[:3], **kw) == first  # no dropout draws
+    peft_model.eval()
+    assert generate(peft_model, tok, PROMPTS[:3], **kw) == first
+    assert peft_model.training is False

@@ -127,3 +127,22 @@ def test_embedded_conversion_into_fresh_cache(tmp_path):
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, reloaded(ids).logits, atol=1e-5)
     assert getattr(reloaded.config, "quantization_config", None) is None
+
+
+def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
+    """"auto" is bf16 only with bf16 matrix units (AMX here); the TRL configs follow the setting."""
+    import library.model as m
+    from library.sft import cpu_training_args
+
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
+    assert m.resolve_precision("auto", "cpu") == "float32"
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
+    assert m.resolve_precision("auto", "cpu") == "bfloat16"
+    assert m.resolve_precision("float32", "cpu") == "float32"
+    with pytest.raises(ValueError, match="unknown precision 'fp16'"):
+        m.resolve_precision("fp16")
+    assert m.compute_precision() == "float32"  # library default: exact fp32 until a run sets it
+    assert cpu_training_args()["bf16"] is False
+    with m.using_precision("bfloat16"):
+        assert cpu_training_args()["bf16"] is True and cpu_training_args()["fp16"] is False
+    assert m.compute_precision() == "float32"
