@@ -186,9 +186,11 @@ def generation_model(model, merge_lora: bool = True, precision: str | None = Non
         finally:
             model.train(was_training)
         return
-    copied = copy.deepcopy(model)
-    if merge:
-        copied = copied.merge_and_unload()
+    if merge:  # merge in the weights' own precision, then convert
+        copied = copy.deepcopy(model).merge_and_unload()
+    else:  # convert while copying: no full-precision copy first (2.4x faster for 135M, here)
+        memo = {id(p): torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in model.parameters()}
+        copied = copy.deepcopy(model, memo)
     copied = _own_forward(copied).to(dtype).eval()
     try:
         yield copied
