@@ -93,6 +93,12 @@ CASES: dict[str, dict] = {
     "rest_hop3_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
                                       "n_questions": 600, "question_hops": [3], "batch_size": 2, "grad_accum": 1,
                                       "trace_style": "rest"},
+    # eighth session: SFT shows chains of 1-2 hops only, so RSFT on 3-hop prompts (still inside
+    # the main pipeline's 1-3 hops) asks the model to extend the procedure with its own traces
+    # (benchmarks/rsft_sweep.py)
+    "copy_hop12_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
+                                       "n_questions": 600, "question_hops": [1, 2], "batch_size": 2,
+                                       "grad_accum": 1},
 }
 
 TAG_RE = re.compile(r"\[([A-Z?])\]")

@@ -108,6 +108,10 @@ class RSFTSettings(_Strict):
 
     enabled: bool = True
     distribution: Distribution = "easy"
+    # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl, 1-3). RL on
+    # chains one hop longer than SFT demonstrated asks the model to extend its procedure with its
+    # own traces (docs/RECIPE.md, eighth session).
+    prompt_hops: list[int] | None = None
     n_prompts: int = Field(256, ge=1)
     k_samples: int = Field(4, ge=1)
     temperature: float = Field(0.8, gt=0)

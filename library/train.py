@@ -175,6 +175,11 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
     # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
     sft_ids = {q.id for q in sft}
     rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
+    if config.rsft.prompt_hops:
+        rsft_pool = [q for q in rsft_pool if q.hop_len in set(config.rsft.prompt_hops)]
+        if not rsft_pool:
+            raise ValueError(f"rsft.prompt_hops {sorted(config.rsft.prompt_hops)}: no training question "
+                             "outside SFT and the GRPO pool has these hop lengths")
     rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
@@ -443,14 +448,26 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     library.cli train``) every process runs this loop: the trainers shard the data, sampling and
     evaluation are sharded and gathered, and only the main process writes the run folder; the
     others wait at a barrier wherever they next read it (library/distributed.py).
+
+    The run's compute precision (``config.precision``) holds while it runs and is restored
+    afterwards: a run leaves no process-wide setting behind (tests run many in one process).
     """
+    from library.model import using_precision
+
+    with using_precision(config.precision):  # before meta.json records it and any phase runs
+        return _run_phases(config, run_dir, backend=backend, resume=resume, console=console, stop_after=stop_after)
+
+
+def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resume: bool, console: Console | None,
+                stop_after: str | None) -> RunDir:
+    """The body of :func:`run_training`, under the run's compute precision."""
     import torch
     from transformers import set_seed
 
     from library.backends.phases import RunContext
     from library.backends.torch_phases import TorchBackend
     from library.distributed import is_writer, main_process_first, wait_for_everyone
-    from library.model import compute_precision, keep_freed_memory, load_model, model_info, set_compute_precision
+    from library.model import compute_precision, keep_freed_memory, load_model, model_info
     from library.reward import RewardConfig, RewardModel
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
@@ -460,7 +477,6 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     console = (console or Console(stderr=True)) if writer else Console(stderr=True, quiet=True)
     if config.threads:  # evaluation is torch on every backend
         torch.set_num_threads(config.threads)
-    set_compute_precision(config.precision)  # before meta.json records it and any phase runs
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
     fresh = not (run_dir / "meta.json").exists()

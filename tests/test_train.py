@@ -183,6 +183,23 @@ def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
         make_selection(nowhere, data)
 
 
+def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
+    """rsft.prompt_hops: RSFT samples only those lengths, never SFT's questions or the GRPO pool."""
+    from library.train import load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    data = load_data(tiny_config(data_dir))
+    hop_lens = sorted({q.hop_len for q in data.train})
+    shortest, longest = hop_lens[0], hop_lens[-1]
+    config = tiny_config(data_dir, sft={"question_hops": [shortest], "n_questions": 2},
+                         rsft={"prompt_hops": [longest], "n_prompts": 2})
+    sel = make_selection(config, data)
+    assert len(sel.rsft_prompts) == 2 and {q.hop_len for q in sel.rsft_prompts} == {longest}
+    assert not {q.id for q in sel.rsft_prompts} & ({q.id for q in sel.sft} | {q.id for q in sel.grpo_pool})
+    with pytest.raises(ValueError, match="rsft.prompt_hops"):
+        make_selection(tiny_config(data_dir, rsft={"prompt_hops": [9]}), data)
+
+
 def test_pipeline_completes_with_valid_logs(trained):
     from library.contracts import Episode
 
@@ -344,6 +361,23 @@ def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
     assert len(easy.read_episodes(split="eval")) == 4
     assert [e for e in hard.read_episodes() if getattr(e, "kind", None) == "rollout"]
     assert not (run.path / "checkpoints" / "distribution" / "easy").exists()
+
+
+def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch):
+    """precision "auto" on a machine with bf16 matrix units runs in bf16 and says so in meta.json;
+    the process-wide setting is back to fp32 when the run returns (a leak once made later tests
+    in the same process generate in bf16 on CI machines with AMX)."""
+    import library.model as m
+    from library.train import run_training
+
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
+    data_dir = write_tiny_data(tmp_path / "data")
+    assert tiny_config(data_dir).precision == "auto"
+    run = run_training(tiny_config(data_dir), tmp_path / "run", stop_after="base")
+    assert run.read_meta()["platform"]["precision"] == "bfloat16"
+    assert m.compute_precision() == "float32"
+    run = run_training(tiny_config(data_dir, precision="float32"), tmp_path / "run32", stop_after="base")
+    assert run.read_meta()["platform"]["precision"] == "float32"
 
 
 def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
