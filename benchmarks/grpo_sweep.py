@@ -48,14 +48,15 @@ def main() -> None:
     import torch
     from transformers import set_seed
 
+    from benchmarks.dev_judge import DevJudge, record
+
     from library.config import load_config
-    from library.evaluate import compare_phases, evaluate
     from library.grpo import run_grpo
     from library.model import load_tokenizer
     from library.reward import RewardConfig, RewardModel
     from library.runs import RunDir
     from library.sft import add_lora, load_full_model
-    from library.train import load_data, make_selection, select_balanced
+    from library.train import load_data, make_selection
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cases = [(float(lr), float(temp)) for lr, temp in (c.split("@") for c in args.cases.split(","))]
@@ -65,23 +66,15 @@ def main() -> None:
     torch.set_num_threads(cfg.threads or torch.get_num_threads())
     data = load_data(cfg)
     selection = make_selection(cfg, data)
-    dev = select_balanced(data.dev, args.n_dev, f"{cfg.seed}:dev")
-    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.eval.reward_preset))
+    judge = DevJudge(cfg, data, load_tokenizer(cfg.model), args.n_dev)
+    tok = judge.tokenizer
     rl_reward = RewardModel(data.kg, RewardConfig.preset_named(cfg.grpo.reward_preset))
-    tok = load_tokenizer(cfg.model)
     base = load_full_model(args.start)
-
-    def dev_episodes(model, root: Path, phase_label: str) -> tuple[dict, list]:
-        run = RunDir.create(root / "dev", phase_label)
-        block = evaluate(model, tok, dev, eval_reward, phase="grpo", split="dev", run=run,
-                         batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
-                         store_metrics=False, progress=False)
-        return block, [e.model_copy(update={"phase": phase_label}) for e in run.read_episodes(split="dev")]
 
     finals: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        sft_block, sft_eps = dev_episodes(base, Path(tmp), "sft")
+        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft", phase="grpo")
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
                          "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)
@@ -97,18 +90,14 @@ def main() -> None:
                                   seed=cfg.seed, forbidden_ids=selection.forbidden_ids, resume=False)
             train_s = time.perf_counter() - t0
             model.eval()
-            block, eps = dev_episodes(model, Path(tmp), name)
-            paired = compare_phases(sft_eps + eps, "dev", "sft", name)
+            block, eps = judge.episodes(model, Path(tmp), name, phase="grpo")
             line = {"case": name, "learning_rate": lr, "temperature": temperature, "steps": res.steps, "train_seconds": round(train_s, 1),
-                    "dev_accuracy": block["accuracy"], "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
-                    "vs_sft": {k: paired.get(k) for k in ("n", "diff", "ci", "p_not_better")},
+                    **judge.figures(block, sft_eps, eps, name),
                     "frac_reward_zero_std": round(sum(p.get("frac_reward_zero_std", 0.0) for p in res.curve)
                                                   / max(1, len(res.curve)), 3),
                     "curve": [{k: p.get(k) for k in ("step", "reward_total", "accuracy", "frac_reward_zero_std", "kl", "loss")}
                               for p in res.curve]}
-            with args.out.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-            print(json.dumps(line), flush=True)
+            record(args.out, line)
             finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "frac_reward_zero_std", "train_seconds")}
             base = model.unload()  # the SFT weights without this case's adapter, for the next case
     print(json.dumps(finals))

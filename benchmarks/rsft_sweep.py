@@ -64,36 +64,28 @@ def main() -> None:
     import torch
     from transformers import set_seed
 
+    from benchmarks.dev_judge import DevJudge, record
     from benchmarks.recipe_sweep import CASES
     from library.config import load_config
-    from library.evaluate import compare_phases, evaluate
     from library.model import load_tokenizer
     from library.reward import RewardConfig, RewardModel
     from library.rsft import run_rsft
     from library.runs import RunDir
     from library.sft import add_lora, load_full_model
-    from library.train import load_data, make_selection, select_balanced
+    from library.train import load_data, make_selection
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cfg0 = load_config(args.profile, overrides={"sft": CASES[args.sft_case]})
     torch.set_num_threads(cfg0.threads or torch.get_num_threads())
     data = load_data(cfg0)
-    dev = select_balanced(data.dev, args.n_dev, f"{cfg0.seed}:dev")
-    eval_reward = RewardModel(data.kg, RewardConfig.preset_named(cfg0.eval.reward_preset))
-    tok = load_tokenizer(cfg0.model)
+    judge = DevJudge(cfg0, data, load_tokenizer(cfg0.model), args.n_dev)
+    tok = judge.tokenizer
     base = load_full_model(args.start)
-
-    def dev_episodes(model, root: Path, label: str) -> tuple[dict, list]:
-        run = RunDir.create(root / "dev", label)
-        block = evaluate(model, tok, dev, eval_reward, phase="rsft", split="dev", run=run,
-                         batch_size=cfg0.eval.batch_size, max_new_tokens=cfg0.eval.max_new_tokens,
-                         store_metrics=False, progress=False)
-        return block, [e.model_copy(update={"phase": label}) for e in run.read_episodes(split="dev")]
 
     finals: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        sft_block, sft_eps = dev_episodes(base, Path(tmp), "sft")
+        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft")
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
                          "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)
@@ -118,20 +110,15 @@ def main() -> None:
                                   generation=cfg.generation)
             train_s = time.perf_counter() - t0
             model.eval()
-            block, eps = dev_episodes(model, Path(tmp), name)
-            paired = compare_phases(sft_eps + eps, "dev", "sft", name)
+            block, eps = judge.episodes(model, Path(tmp), name)
             line = {"case": name, "sft_case": args.sft_case, **case, "k_samples": args.k_samples, "max_steps": steps,
                     "n_prompts": res.n_prompts, "n_winners": res.n_winners,
                     "sample_accuracy": round(res.sample_accuracy, 3),
                     "sampling_seconds": round(res.seconds_sampling, 1), "train_seconds": round(train_s, 1),
-                    "dev_accuracy": block["accuracy"], "dev_ci": block.get("accuracy_ci"), "by_hop": block.get("by_hop"),
-                    "valid_format_rate": block.get("valid_format_rate"),
-                    "vs_sft": {k: paired.get(k) for k in ("n", "diff", "ci", "p_not_better")}}
-            with args.out.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-            print(json.dumps(line), flush=True)
-            finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "n_winners", "train_seconds")}
+                    **judge.figures(block, sft_eps, eps, name)}
             base = model.unload()  # the SFT weights without this case's adapter, for the next case
+            record(args.out, line)
+            finals[name] = {k: line[k] for k in ("dev_accuracy", "dev_ci", "vs_sft", "n_winners", "train_seconds")}
     print(json.dumps(finals))
 
 
