@@ -13,8 +13,11 @@ What makes it faster (measured in ``benchmarks/generation.py``):
   they are removed from the batch (cache, mask, positions), so short answers stop costing
   compute; the loop ends as soon as every row is done.
 - **Exact top-p without a full-vocabulary sort.** Sorting 49,152 logits per row per step is the
-  most expensive part of HF's sampling; we take the top 256 first and only fall back to a full
-  sort for rows whose top-256 mass is below ``top_p``, which yields the same nucleus.
+  most expensive part of HF's sampling; we take the top 256 first, then the top 4,096 where a
+  row's top-256 mass is below ``top_p``, and sort the whole vocabulary only when that is not
+  enough either, which yields the same nucleus; after a fallback the draw runs over the
+  nucleus only, not over 49k candidates a row (the base model's flat distributions took the
+  full sort on 34 of 64 steps: sampled batch 32 went from 72-90 to 123-124 tok/s).
 - **Length-sorted batching** (less left padding), ``torch.inference_mode``, only the last
   position's logits (``logits_to_keep=1``).
 - **LoRA merged for generation.** A peft model is merged into a copy of its weights
@@ -47,9 +50,12 @@ from transformers.cache_utils import DynamicLayer
 
 from library.model import format_prompt
 
-#: Candidates kept before the exact top-p cut; rows whose top-k mass is below top_p fall back
-#: to a full sort, so this only affects speed, never the distribution.
+#: Candidates kept before the exact top-p cut: first the top 256; where some row's top-256 mass
+#: is below top_p (a flat distribution, e.g. the base model), the top 4,096 (11 ms for 32 rows
+#: against 58 ms for a full sort here); only then the whole vocabulary, sorted. These only
+#: affect speed, never the distribution.
 TOPK_PREFILTER = 256
+TOPK_FALLBACK = 4096
 
 
 @dataclass
@@ -143,15 +149,28 @@ def _nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[to
     """
     logits = logits.float() / max(temperature, 1e-5)
     logprobs = torch.log_softmax(logits, dim=-1)
-    k = min(TOPK_PREFILTER, logits.shape[-1])
-    top_lp, top_idx = torch.topk(logprobs, k, dim=-1)
-    if top_p < 1.0 and bool((top_lp.exp().sum(-1) >= top_p).all()):
-        probs, idx = top_lp.exp(), top_idx
-    else:  # flat distributions (or top_p == 1): the whole vocabulary, sorted
+    vocab = logits.shape[-1]
+    probs = idx = None
+    if top_p < 1.0:
+        for k in (TOPK_PREFILTER, TOPK_FALLBACK):
+            top_lp, top_idx = torch.topk(logprobs, min(k, vocab), dim=-1)
+            if bool((top_lp.exp().sum(-1) >= top_p).all()):
+                probs, idx = top_lp.exp(), top_idx
+                break
+            if k >= vocab:
+                break
+    fallback = probs is None or probs.shape[-1] > TOPK_PREFILTER
+    if probs is None:  # the flattest distributions (or top_p == 1): the whole vocabulary, sorted
         probs, idx = torch.sort(logprobs.exp(), dim=-1, descending=True)
     if top_p < 1.0:
         before = probs.cumsum(-1) - probs
         probs = torch.where(before < top_p, probs, torch.zeros_like(probs))
+        if fallback:
+            # Each row keeps a prefix of its sorted candidates: cut the columns no row keeps, so
+            # the draw costs the nucleus, not 49k exponentials a row (the top-256 case is left
+            # as it was, so its draws under a seed do not change).
+            width = max(1, int((probs > 0).sum(-1).max()))
+            probs, idx = probs[:, :width], idx[:, :width]
     return probs, idx
 
 

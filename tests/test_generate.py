@@ -91,18 +91,32 @@ def test_completion_token_ids_stop_at_eos(tiny):
 
 
 def test_nucleus_matches_transformers_top_p():
+    """The same nucleus and the same probabilities as transformers' warpers on each path: the
+    top-256 prefilter (peaked rows), the top-4,096 fallback (a moderately flat row) and the full
+    sort (a flat row), where the candidates are cut to the widest row's nucleus."""
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
+    from library.generate import TOPK_FALLBACK, TOPK_PREFILTER
+
     g = torch.Generator().manual_seed(0)
-    logits = torch.randn(4, 5000, generator=g) * 4  # peaked enough for the top-256 path
-    logits[3] = torch.randn(5000, generator=g) * 0.1  # flat: forces the full-sort fallback
-    for temperature, top_p in ((0.6, 0.9), (1.0, 0.5), (0.6, 0.99)):
-        probs, idx = _nucleus(logits, temperature, top_p)
-        warped = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, logits.clone()))
-        for row in range(logits.shape[0]):
-            ours = set(idx[row][probs[row] > 0].tolist())
-            theirs = set(torch.nonzero(warped[row] > -float("inf")).flatten().tolist())
-            assert ours == theirs
+    peaked = torch.randn(3, 50000, generator=g) * 4
+    moderate = torch.randn(1, 50000, generator=g) * 2.2
+    flat = torch.randn(1, 50000, generator=g) * 0.1
+    widths = set()
+    for logits in (peaked, torch.cat([peaked, moderate]), torch.cat([peaked, flat])):
+        for temperature, top_p in ((0.6, 0.9), (1.0, 0.5), (0.6, 0.99)):
+            probs, idx = _nucleus(logits, temperature, top_p)
+            widths.add(probs.shape[-1])
+            warped = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, logits.clone()))
+            expected = torch.softmax(warped, dim=-1)
+            for row in range(logits.shape[0]):
+                kept = probs[row] > 0
+                assert set(idx[row][kept].tolist()) == set(torch.nonzero(expected[row]).flatten().tolist())
+                ours = probs[row][kept] / probs[row][kept].sum()
+                assert torch.allclose(ours, expected[row][idx[row][kept]], atol=1e-5)
+    # every path ran: the prefilter, the 4,096 fallback (cut to its nucleus) and the full sort
+    assert TOPK_PREFILTER in widths
+    assert any(TOPK_PREFILTER < w <= TOPK_FALLBACK for w in widths) and any(w > TOPK_FALLBACK for w in widths)
 
 
 def test_lora_model_generates_with_merged_copy_and_stays_untouched(tiny):
