@@ -19,6 +19,8 @@ Usage::
         --sft-case copy_hop12_full_lr2e-4_k2_q600 --cases 3:128:5e-4,123:128:5e-4
 
 A case is ``<prompt hops>:<prompts>:<learning rate>`` ("3" = 3-hop prompts, "123" = 1-3 hops).
+``--seed`` re-runs the cases with another RSFT seed (sampling and training only; the case name
+gets ``_s<seed>``), so a difference between cases can be checked against RSFT's own variance.
 One JSON line per case goes to ``--out`` as it finishes; the last line printed is one JSON object
 with every case's figures.
 """
@@ -56,6 +58,9 @@ def main() -> None:
     ap.add_argument("--k-samples", type=int, default=4)
     ap.add_argument("--epochs", type=float, default=2.0, help="passes over the winners (sets max_steps)")
     ap.add_argument("--n-dev", type=int, default=100, help="dev questions (hop-balanced)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed of RSFT's sampling and training (default: the profile's); the prompts, "
+                         "SFT's questions and the dev questions stay the profile seed's")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "rsft_sweep.jsonl")
     args = ap.parse_args()
 
@@ -92,7 +97,7 @@ def main() -> None:
         for text in args.cases.split(","):
             case = parse_case(text)
             name = "rsft_h{}_n{}_lr{:g}".format("".join(map(str, case["prompt_hops"])), case["n_prompts"],
-                                                 case["learning_rate"])
+                                                 case["learning_rate"]) + (f"_s{args.seed}" if args.seed is not None else "")
             cfg = load_config(args.profile, overrides={"sft": CASES[args.sft_case],
                                                        "rsft": {**case, "k_samples": args.k_samples}})
             selection = make_selection(cfg, data)
@@ -100,18 +105,19 @@ def main() -> None:
             # max_steps from the expected winners: ~epochs passes at the profile's batch size
             steps = max(1, math.ceil(args.epochs * len(selection.rsft_prompts) / cfg.rsft.batch_size))
             settings = cfg.rsft.model_copy(update={"max_steps": steps, "save_steps": steps})
-            set_seed(cfg.seed)
+            seed = cfg.seed if args.seed is None else args.seed
+            set_seed(seed)
             policy = add_lora(base, cfg.sft.lora)
             run = RunDir.create(Path(tmp), f"{name}-train")
             t0 = time.perf_counter()
             model, res = run_rsft(policy, tok, selection.rsft_prompts, settings, rl_reward, run,
                                   ckpt_dir=Path(tmp) / name / "ckpt", adapter_dir=Path(tmp) / name / "adapter",
-                                  seed=cfg.seed, forbidden_ids=selection.forbidden_ids, resume=False,
+                                  seed=seed, forbidden_ids=selection.forbidden_ids, resume=False,
                                   generation=cfg.generation)
             train_s = time.perf_counter() - t0
             model.eval()
             block, eps = judge.episodes(model, Path(tmp), name)
-            line = {"case": name, "sft_case": args.sft_case, **case, "k_samples": args.k_samples, "max_steps": steps,
+            line = {"case": name, "sft_case": args.sft_case, **case, "k_samples": args.k_samples, "seed": seed, "max_steps": steps,
                     "n_prompts": res.n_prompts, "n_winners": res.n_winners,
                     "sample_accuracy": round(res.sample_accuracy, 3),
                     "sampling_seconds": round(res.seconds_sampling, 1), "train_seconds": round(train_s, 1),

@@ -31,7 +31,9 @@ TINY_OVERRIDES = {
     "model": "tiny",
     # LoRA SFT without the knowledge stage here; full fine-tuning + knowledge stage has its own test
     "sft": {"max_steps": 2, "batch_size": 4, "save_steps": 1, "method": "lora", "knowledge_epochs": 0},
-    "rsft": {"n_prompts": 2, "k_samples": 2, "max_new_tokens": 8, "max_steps": 1, "batch_size": 2, "save_steps": 1},
+    # every hop length: the tiny graph's few 3-hop questions all go to SFT (quick's prompt_hops is [3])
+    "rsft": {"prompt_hops": None, "n_prompts": 2, "k_samples": 2, "max_new_tokens": 8, "max_steps": 1,
+             "batch_size": 2, "save_steps": 1},
     "grpo": {"n_prompts": 2, "prompts_per_step": 1, "num_generations": 2, "max_completion_length": 8,
              "max_steps": 2, "save_steps": 1},
     "eval": {"n_eval": 4, "n_train_sample": 2, "batch_size": 8, "max_new_tokens": 8, "shuffled": True,
