@@ -243,10 +243,8 @@ class TrainConfig(_Strict):
     kg_path: Path = Path("data/kg.json")
     threads: int | None = 2  # torch intra-op threads; None leaves torch's default
     # Compute precision of training (autocast) and generation; weights stay fp32. "auto": bfloat16
-    # on bf16 GPUs, AMX CPUs and CPUs whose bf16 matmuls measure >= 1.5x fp32
-    # (library.model.bf16_is_faster), else float32. Measured speed against fp32: SFT 1.5x and
-    # generation 2.3x on an AMX CPU; generation 1.7-2.5x on an AVX512-BF16 EPYC
-    # (docs/MEASUREMENTS.md).
+    # where the hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on
+    # an AMX CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md).
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
     sft: SFTSettings = Field(default_factory=SFTSettings)
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)

@@ -34,7 +34,6 @@ and a training example appends ``{completion}<|im_end|>`` (the eos token) to tha
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import shutil
@@ -82,57 +81,12 @@ _compute_precision = "float32"  # what library calls use until a run sets it (ex
 def bf16_matrix_units(device: str = "cpu") -> bool:
     """Whether ``device`` multiplies bfloat16 matrices in hardware (CPU: Intel AMX tiles).
 
-    AVX512-BF16 alone does not count here: :func:`bf16_is_faster` measures such CPUs instead.
+    AVX512-BF16 alone is not enough to count: only AMX was measured faster than fp32 here.
     """
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
     return bool(probe and probe())
-
-
-#: How much faster than fp32 bf16 must multiply on a CPU without AMX before "auto" picks it.
-#: Measured with :func:`bf16_matmul_speedup` (2 threads): 3.7-4.0x on an AMD EPYC with
-#: AVX512-BF16 (family 26), 0.5-0.7x on an Intel Xeon with AVX512-BF16 but no AMX, below 0.1x
-#: without bf16 instructions (docs/MEASUREMENTS.md). 1.5 leaves both sides far from the line.
-BF16_MIN_SPEEDUP = 1.5
-
-
-@functools.lru_cache(maxsize=None)
-def bf16_matmul_speedup(rows: int = 64) -> float:
-    """fp32 time / bf16 time of one SmolLM2 MLP matmul (``rows`` x 576 @ 576 x 1536) on this CPU.
-
-    Measured, not read from CPU flags: the same flag (AVX512-BF16) is 4x faster than fp32 on one
-    machine kind here and 2x slower on another. Best of 5 timings of 4 calls each after a
-    warm-up, once per process: about 10 ms where bf16 is fast, under 1 s where it is emulated.
-
-    >>> bf16_matmul_speedup() > 0
-    True
-    """
-    gen = torch.Generator().manual_seed(0)
-    x, w = torch.randn(rows, 576, generator=gen), torch.randn(1536, 576, generator=gen)
-
-    def best_seconds(dtype: torch.dtype) -> float:
-        xd, wd = x.to(dtype), w.to(dtype)
-        torch.nn.functional.linear(xd, wd)
-        timings = []
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(4):
-                torch.nn.functional.linear(xd, wd)
-            timings.append(time.perf_counter() - start)
-        return min(timings)
-
-    return best_seconds(torch.float32) / best_seconds(torch.bfloat16)
-
-
-def bf16_is_faster(device: str = "cpu") -> bool:
-    """Whether "auto" should compute in bf16 on ``device``: a bf16 GPU or AMX, or a CPU whose
-    measured bf16 matmuls beat fp32 by :data:`BF16_MIN_SPEEDUP`."""
-    if bf16_matrix_units(device):
-        return True
-    if device.startswith("cuda"):
-        return False
-    return bf16_matmul_speedup() >= BF16_MIN_SPEEDUP
 
 
 def resolve_precision(precision: str = "auto", device: str | None = None) -> str:
@@ -148,7 +102,7 @@ def resolve_precision(precision: str = "auto", device: str | None = None) -> str
     if precision != "auto":
         return precision
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return "bfloat16" if bf16_is_faster(device) else "float32"
+    return "bfloat16" if bf16_matrix_units(device) else "float32"
 
 
 def set_compute_precision(precision: str = "auto") -> str:

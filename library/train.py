@@ -208,7 +208,7 @@ def platform_info(threads: int | None) -> dict[str, Any]:
 
     import torch
 
-    from library.model import bf16_matmul_speedup, bf16_matrix_units, compute_precision
+    from library.model import bf16_matrix_units, compute_precision
 
     info = _versions()
     info.update({
@@ -219,8 +219,6 @@ def platform_info(threads: int | None) -> dict[str, Any]:
         "requested_threads": threads,
         "precision": compute_precision(),
         "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
-        # fp32 / bf16 time of one MLP matmul: why "auto" chose what it chose on a CPU without AMX
-        "bf16_matmul_speedup": None if torch.cuda.is_available() else round(bf16_matmul_speedup(), 2),
         "cuda": torch.cuda.is_available(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     })

@@ -130,17 +130,12 @@ def test_embedded_conversion_into_fresh_cache(tmp_path):
 
 
 def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
-    """"auto" is bf16 with bf16 matrix units (AMX) or where bf16 matmuls measure >= 1.5x fp32;
-    the TRL configs follow the setting."""
+    """"auto" is bf16 only with bf16 matrix units (AMX here); the TRL configs follow the setting."""
     import library.model as m
     from library.sft import cpu_training_args
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
-    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 0.6)  # the Xeon without AMX
     assert m.resolve_precision("auto", "cpu") == "float32"
-    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 3.8)  # the AVX512-BF16 EPYC
-    assert m.resolve_precision("auto", "cpu") == "bfloat16"
-    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 0.6)
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
     assert m.resolve_precision("auto", "cpu") == "bfloat16"
     assert m.resolve_precision("float32", "cpu") == "float32"
@@ -151,10 +146,3 @@ def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
     with m.using_precision("bfloat16"):
         assert cpu_training_args()["bf16"] is True and cpu_training_args()["fp16"] is False
     assert m.compute_precision() == "float32"
-
-
-def test_bf16_matmul_speedup_is_measured_once_per_process():
-    import library.model as m
-
-    first = m.bf16_matmul_speedup()
-    assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process
