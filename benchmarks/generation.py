@@ -88,7 +88,7 @@ def main() -> None:
     import contextlib
 
     from library.config import GenerationSettings, TrainConfig
-    from library.model import resolve_precision
+    from library.model import resolve_generation_precision, resolve_precision
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded")
@@ -104,8 +104,8 @@ def main() -> None:
     model, tok = load_model(args.model)
     prompts = load_prompts(64)
     default = GenerationSettings()
-    # The pipeline's engine as `kgr train` resolves it on this machine (precision "auto").
-    precision = resolve_precision(TrainConfig().precision)
+    # The pipeline's engine as `kgr train` resolves it on this machine (precisions "auto").
+    precision = resolve_generation_precision(default.precision, resolve_precision(TrainConfig().precision))
     pipeline_engine = (("torch" if precision == "float32" else f"torch:{precision}") if default.engine == "torch"
                        else f"ct2:{default.ct2_compute_type}")
     engines = args.engines.split(",")

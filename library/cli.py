@@ -110,7 +110,11 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last completed phase/checkpoint."),
     seed: int = typer.Option(None, help="Override the profile's seed."),
     precision: str = typer.Option(None, help="auto (default: bf16 with AMX or a bf16 GPU, else fp32) | float32 | "
-                                              "bfloat16: compute precision of training and generation."),
+                                              "bfloat16: compute precision of training."),
+    generation_precision: str = typer.Option(None, "--generation-precision",
+                                             help="auto (default: bf16 where training is bf16 or bf16 matmuls "
+                                                  "measure >= 1.5x fp32, else fp32) | float32 | bfloat16: "
+                                                  "precision of evaluation, RSFT sampling and GRPO rollouts."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
     backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon) | unsloth (NVIDIA CUDA)."),
@@ -152,6 +156,8 @@ def train(
         overrides["seed"] = seed
     if precision is not None:
         overrides["precision"] = precision
+    if generation_precision is not None:
+        overrides["generation"] = {"precision": generation_precision}
     if grpo_reward is not None:
         overrides["grpo"] = {"reward_preset": grpo_reward}
     if data_dir is not None:

@@ -195,6 +195,13 @@ class GenerationSettings(_Strict):
 
     engine: Literal["torch", "ct2"] = "torch"
     ct2_compute_type: Literal["int8", "float32", "int8_float32"] = "int8"
+    # Precision of the "torch" engine's weights copy, separate from training's `precision`.
+    # "auto": bfloat16 where training is bf16, and also on CPUs without AMX whose bf16 matmuls
+    # measure >= 1.5x fp32 (library.model.resolve_generation_precision). Measured on an
+    # AVX512-BF16 AMD EPYC: bf16 generation 2.9x plain generate at batch 32, and on the
+    # fp32-trained quick SFT model -1.3 points [-4.7, +2.0] against fp32 (137/150 answers
+    # identical); bf16 *training* there cost 15 points, so training stays fp32 (docs/MEASUREMENTS.md).
+    precision: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 class EvalSettings(_Strict):
@@ -242,9 +249,10 @@ class TrainConfig(_Strict):
     data_dir: Path = Path("data")
     kg_path: Path = Path("data/kg.json")
     threads: int | None = 2  # torch intra-op threads; None leaves torch's default
-    # Compute precision of training (autocast) and generation; weights stay fp32. "auto": bfloat16
-    # where the hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on
-    # an AMX CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md).
+    # Compute precision of training (autocast); weights stay fp32. "auto": bfloat16 where the
+    # hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on an AMX
+    # CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md). Generation's own
+    # precision is generation.precision.
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
     sft: SFTSettings = Field(default_factory=SFTSettings)
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)

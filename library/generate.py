@@ -186,15 +186,16 @@ def generation_model(model, merge_lora: bool = True, precision: str | None = Non
     """The model to generate with: a copy when LoRA must be merged or the compute precision
     differs from the weights' dtype, else the model itself.
 
-    ``precision`` defaults to the process's :func:`library.model.compute_precision`. With
-    bfloat16 (AMX CPUs, bf16 GPUs) the copy's weights are bf16: on this CPU prefill runs 3.7x
-    and whole generations ~2.3x faster than fp32 (benchmarks/generation.py), while greedy
-    answers may differ from fp32's in a few cases (the benchmark reports the agreement).
+    ``precision`` defaults to the process's :func:`library.model.generation_precision`. With
+    bfloat16 (AMX CPUs, bf16 GPUs, CPUs with fast AVX512-BF16) the copy's weights are bf16: on
+    an AMX CPU prefill runs 3.7x and whole generations ~2.3x faster than fp32
+    (benchmarks/generation.py), while greedy answers may differ from fp32's in a few cases
+    (benchmarks/precision_agreement.py measures how many).
     The copy is made per call so training weights are never modified; it is freed on exit.
     """
-    from library.model import compute_precision
+    from library.model import generation_precision
 
-    dtype = torch.bfloat16 if (precision or compute_precision()) == "bfloat16" else torch.float32
+    dtype = torch.bfloat16 if (precision or generation_precision()) == "bfloat16" else torch.float32
     is_peft = hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
     merge = merge_lora and is_peft
     if not merge and next(model.parameters()).dtype == dtype:
@@ -382,7 +383,7 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
     (:func:`ct2_generator`) instead of the PyTorch loop; the output format is the same. Pass
     an open ``ct2`` generator (from :func:`ct2_generator` on this ``model``) to reuse one
     conversion across calls. ``precision`` ("float32" or "bfloat16") overrides the process's
-    compute precision for the PyTorch loop (:func:`generation_model`).
+    generation precision for the PyTorch loop (:func:`generation_model`).
     """
     from tqdm.auto import tqdm
 

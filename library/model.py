@@ -19,6 +19,13 @@ float32 elsewhere. On a CPU with AMX, bf16 matmuls run 3-8x faster than fp32 (do
 on one without bf16 instructions (the AVX2 AMD EPYC of the first measurements) bf16 runs ~38x
 slower, so "auto" never picks it there.
 
+Generation has its own precision (:func:`generation_precision`, ``generation.precision``):
+``"auto"`` follows a bf16 training precision and also picks bfloat16 on CPUs without AMX whose
+bf16 matmuls *measure* at least 1.5x fp32 (:func:`bf16_matmul_speedup`; the AVX512-BF16 AMD
+EPYC: 3.4-4x). Training stays fp32 there: a quick run trained under bf16 autocast on that CPU
+scored 45.3% after SFT against 60.0% in fp32, while bf16 *generation* of the fp32-trained model
+answered 137 of 150 eval questions identically (accuracy -1.3 points [-4.7, +2.0]).
+
 Chat formatting goes through the tokenizer's ChatML template with our own short system
 message (:data:`SYSTEM_PROMPT`) instead of SmolLM's default one, which costs ~30 tokens per
 prompt for nothing. Prompts are therefore::
@@ -34,6 +41,7 @@ and a training example appends ``{completion}<|im_end|>`` (the eos token) to tha
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -76,17 +84,54 @@ SpecKind = Literal["embedded", "tiny", "local", "hub"]
 #: Compute precisions a run can ask for ("auto" is resolved by :func:`resolve_precision`).
 PRECISIONS = ("auto", "float32", "bfloat16")
 _compute_precision = "float32"  # what library calls use until a run sets it (exact fp32)
+_generation_precision = "float32"
 
 
 def bf16_matrix_units(device: str = "cpu") -> bool:
     """Whether ``device`` multiplies bfloat16 matrices in hardware (CPU: Intel AMX tiles).
 
-    AVX512-BF16 alone is not enough to count: only AMX was measured faster than fp32 here.
+    AVX512-BF16 alone does not count: it is 4x faster than fp32 on one machine kind here and 2x
+    slower on another (:func:`bf16_matmul_speedup` measures it for generation instead).
     """
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
     return bool(probe and probe())
+
+
+#: How much faster than fp32 bf16 must multiply on a CPU without AMX before generation's "auto"
+#: picks it. Measured with :func:`bf16_matmul_speedup` (2 threads): 3.7-4.0x on an AMD EPYC with
+#: AVX512-BF16 (family 26), 0.5-0.7x on an Intel Xeon with AVX512-BF16 but no AMX, below 0.1x
+#: without bf16 instructions (docs/MEASUREMENTS.md). 1.5 leaves both sides far from the line.
+BF16_MIN_SPEEDUP = 1.5
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_matmul_speedup(rows: int = 64) -> float:
+    """fp32 time / bf16 time of one SmolLM2 MLP matmul (``rows`` x 576 @ 576 x 1536) on this CPU.
+
+    Measured, not read from CPU flags (see :func:`bf16_matrix_units`). Best of 5 timings of 4
+    calls each after a warm-up, once per process: ~10 ms where bf16 is fast, under 1 s where
+    it is emulated.
+
+    >>> bf16_matmul_speedup() > 0
+    True
+    """
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(rows, 576, generator=gen), torch.randn(1536, 576, generator=gen)
+
+    def best_seconds(dtype: torch.dtype) -> float:
+        xd, wd = x.to(dtype), w.to(dtype)
+        torch.nn.functional.linear(xd, wd)
+        timings = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(4):
+                torch.nn.functional.linear(xd, wd)
+            timings.append(time.perf_counter() - start)
+        return min(timings)
+
+    return best_seconds(torch.float32) / best_seconds(torch.bfloat16)
 
 
 def resolve_precision(precision: str = "auto", device: str | None = None) -> str:
@@ -105,16 +150,45 @@ def resolve_precision(precision: str = "auto", device: str | None = None) -> str
     return "bfloat16" if bf16_matrix_units(device) else "float32"
 
 
-def set_compute_precision(precision: str = "auto") -> str:
-    """Set the process's compute precision for training and generation; returns the resolved one.
+def resolve_generation_precision(precision: str = "auto", training: str | None = None,
+                                 device: str | None = None) -> str:
+    """``"float32"`` or ``"bfloat16"`` for generation, given the resolved ``training`` precision.
+
+    ``"auto"``: bfloat16 where training is bf16 (sampler and trainer then round alike) or where
+    bf16 is fast for inference alone: bf16 matrix units, or a CPU whose bf16 matmuls measure at
+    least :data:`BF16_MIN_SPEEDUP` x fp32.
+
+    >>> resolve_generation_precision("float32", training="bfloat16")
+    'float32'
+    >>> resolve_generation_precision("auto", training="bfloat16")
+    'bfloat16'
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown generation precision {precision!r} (known: {', '.join(PRECISIONS)})")
+    if precision != "auto":
+        return precision
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if (training or resolve_precision("auto", device)) == "bfloat16" or bf16_matrix_units(device):
+        return "bfloat16"
+    if device.startswith("cuda"):
+        return "float32"
+    return "bfloat16" if bf16_matmul_speedup() >= BF16_MIN_SPEEDUP else "float32"
+
+
+def set_compute_precision(precision: str = "auto", generation: str | None = None) -> str:
+    """Set the process's compute precision for training and generation; returns the training one.
 
     Process-wide, like ``torch.set_num_threads``: ``kgr train`` sets it once from the config.
-    bfloat16 means mixed precision for training (fp32 master weights, bf16 autocast: the TRL
-    configs get ``bf16=True``, see :func:`library.sft.cpu_training_args`) and a bf16 copy of
-    the weights for generation (:func:`library.generate.generation_model`).
+    bfloat16 training means mixed precision (fp32 master weights, bf16 autocast: the TRL
+    configs get ``bf16=True``, see :func:`library.sft.cpu_training_args`); bfloat16 generation
+    means a bf16 copy of the weights (:func:`library.generate.generation_model`).
+    ``generation`` (``None``: the same as training) is resolved by
+    :func:`resolve_generation_precision`.
     """
-    global _compute_precision
+    global _compute_precision, _generation_precision
     _compute_precision = resolve_precision(precision)
+    _generation_precision = (_compute_precision if generation is None
+                             else resolve_generation_precision(generation, _compute_precision))
     return _compute_precision
 
 
@@ -127,20 +201,32 @@ def compute_precision() -> str:
     return _compute_precision
 
 
+def generation_precision() -> str:
+    """The process's resolved generation precision (``"float32"`` unless set).
+
+    >>> generation_precision() in ("float32", "bfloat16")
+    True
+    """
+    return _generation_precision
+
+
 @contextmanager
-def using_precision(precision: str):
-    """Temporarily set the compute precision (tests and benchmarks).
+def using_precision(precision: str, generation: str | None = None):
+    """Temporarily set the compute precisions (a run, tests and benchmarks).
 
     >>> with using_precision("bfloat16"):
-    ...     compute_precision()
-    'bfloat16'
+    ...     compute_precision(), generation_precision()
+    ('bfloat16', 'bfloat16')
+    >>> with using_precision("float32", generation="bfloat16"):
+    ...     compute_precision(), generation_precision()
+    ('float32', 'bfloat16')
     """
-    before = _compute_precision
-    set_compute_precision(precision)
+    before = (_compute_precision, _generation_precision)
+    set_compute_precision(precision, generation)
     try:
         yield _compute_precision
     finally:
-        set_compute_precision(before)
+        set_compute_precision(*before)
 
 
 

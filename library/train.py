@@ -208,7 +208,7 @@ def platform_info(threads: int | None) -> dict[str, Any]:
 
     import torch
 
-    from library.model import bf16_matrix_units, compute_precision
+    from library.model import bf16_matmul_speedup, bf16_matrix_units, compute_precision, generation_precision
 
     info = _versions()
     info.update({
@@ -218,7 +218,10 @@ def platform_info(threads: int | None) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "requested_threads": threads,
         "precision": compute_precision(),
+        "generation_precision": generation_precision(),
         "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
+        # fp32 / bf16 time of one MLP matmul: why generation's "auto" chose what it chose
+        "bf16_matmul_speedup": None if torch.cuda.is_available() else round(bf16_matmul_speedup(), 2),
         "cuda": torch.cuda.is_available(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     })
@@ -449,12 +452,14 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     evaluation are sharded and gathered, and only the main process writes the run folder; the
     others wait at a barrier wherever they next read it (library/distributed.py).
 
-    The run's compute precision (``config.precision``) holds while it runs and is restored
-    afterwards: a run leaves no process-wide setting behind (tests run many in one process).
+    The run's compute precisions (``config.precision`` for training, ``config.generation.precision``
+    for generation) hold while it runs and are restored afterwards: a run leaves no process-wide
+    setting behind (tests run many in one process).
     """
     from library.model import using_precision
 
-    with using_precision(config.precision):  # before meta.json records it and any phase runs
+    # before meta.json records them and any phase runs
+    with using_precision(config.precision, config.generation.precision):
         return _run_phases(config, run_dir, backend=backend, resume=resume, console=console, stop_after=stop_after)
 
 
@@ -467,7 +472,7 @@ def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resum
     from library.backends.phases import RunContext
     from library.backends.torch_phases import TorchBackend
     from library.distributed import is_writer, main_process_first, wait_for_everyone
-    from library.model import compute_precision, keep_freed_memory, load_model, model_info
+    from library.model import compute_precision, generation_precision, keep_freed_memory, load_model, model_info
     from library.reward import RewardConfig, RewardModel
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
@@ -501,7 +506,7 @@ def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resum
     backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
                              console=console), base)
     console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
-                  f"precision={compute_precision()} run={run_dir} phases={' -> '.join(config.phases())}"
+                  f"precision={compute_precision()} generation={generation_precision()} run={run_dir} phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
 
     did_work = False

@@ -146,3 +146,36 @@ def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
     with m.using_precision("bfloat16"):
         assert cpu_training_args()["bf16"] is True and cpu_training_args()["fp16"] is False
     assert m.compute_precision() == "float32"
+
+
+def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(monkeypatch):
+    """Generation's "auto" is bf16 where training is, or where bf16 matmuls measure >= 1.5x fp32
+    (the AVX512-BF16 EPYC: training stays fp32 there); explicit values win; training's
+    mixed-precision flag follows the training precision alone."""
+    import library.model as m
+    from library.sft import cpu_training_args
+
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
+    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 0.6)  # the Xeon without AMX
+    assert m.resolve_generation_precision("auto", "float32", "cpu") == "float32"
+    assert m.resolve_generation_precision("auto", "bfloat16", "cpu") == "bfloat16"
+    assert m.resolve_generation_precision("auto", None, "cpu") == "float32"
+    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 3.8)  # the AVX512-BF16 EPYC
+    assert m.resolve_precision("auto", "cpu") == "float32"
+    assert m.resolve_generation_precision("auto", "float32", "cpu") == "bfloat16"
+    assert m.resolve_generation_precision("float32", "bfloat16", "cpu") == "float32"
+    with pytest.raises(ValueError, match="unknown generation precision 'fp16'"):
+        m.resolve_generation_precision("fp16")
+    with m.using_precision("auto", generation="auto"):
+        assert (m.compute_precision(), m.generation_precision()) == ("float32", "bfloat16")
+        assert cpu_training_args()["bf16"] is False
+    assert (m.compute_precision(), m.generation_precision()) == ("float32", "float32")  # restored
+    with m.using_precision("bfloat16"):  # no generation precision given: the same as training
+        assert m.generation_precision() == "bfloat16"
+
+
+def test_bf16_matmul_speedup_is_measured_once_per_process():
+    import library.model as m
+
+    first = m.bf16_matmul_speedup()
+    assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process

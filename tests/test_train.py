@@ -380,6 +380,26 @@ def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch
     assert m.compute_precision() == "float32"
     run = run_training(tiny_config(data_dir, precision="float32"), tmp_path / "run32", stop_after="base")
     assert run.read_meta()["platform"]["precision"] == "float32"
+    assert run.read_meta()["platform"]["generation_precision"] == "bfloat16"  # auto: bf16 matrix units
+
+
+def test_run_generates_in_bf16_where_bf16_matmuls_are_fast_and_trains_in_fp32(tmp_path, monkeypatch):
+    """On a CPU without AMX whose bf16 matmuls measure >= 1.5x fp32 (the AVX512-BF16 EPYC), a
+    run trains in fp32 and evaluates in bf16; meta.json says both and the measured speedup;
+    ``generation.precision: float32`` keeps generation exact."""
+    import library.model as m
+    from library.train import run_training
+
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
+    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 3.8)
+    data_dir = write_tiny_data(tmp_path / "data")
+    platform = run_training(tiny_config(data_dir), tmp_path / "run", stop_after="base").read_meta()["platform"]
+    assert (platform["precision"], platform["generation_precision"]) == ("float32", "bfloat16")
+    assert platform["bf16_matmul_speedup"] == 3.8
+    assert m.generation_precision() == "float32"  # restored after the run
+    exact = tiny_config(data_dir, generation={"precision": "float32"})
+    platform = run_training(exact, tmp_path / "exact", stop_after="base").read_meta()["platform"]
+    assert platform["generation_precision"] == "float32"
 
 
 def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
