@@ -170,6 +170,13 @@ class MonitorSettings(_Strict):
     # samples one prompt moves a share by 50 points (the quick run's GRPO was stopped at KL 8e-7
     # by one group the SFT policy answered wrong; docs/RECIPE.md finding 20).
     min_prompts_to_stop: int = Field(4, ge=1)
+    # A step whose logged KL to the starting policy is below this can warn but not stop: the
+    # policy has not moved, so its rollouts show the starting policy's habits, not a learned hack.
+    # The full profile's GRPO (copy recipe, twelfth session) was stopped at step 5 of 30 at KL
+    # 1e-6 by one group of 4 that listed options and named the path with a wrong letter (31% of
+    # step 1's rollouts listed options, before any update). KL in every GRPO run at lr 2e-5 here:
+    # <= 6e-5 over 30 steps; 10x the rate moved it to 7e-4 (docs/RECIPE.md finding 21).
+    min_kl_to_stop: float = Field(1e-4, ge=0)
     # absolute: shares of a step's rollouts
     max_spam_rate: float = Field(0.2, gt=0, le=1)  # a spam penalty, or an entity named too often
     max_entity_mentions: int = Field(2, ge=1)  # an honest TRACE names an entity at most twice (X r Y, Y r Z)

@@ -32,7 +32,9 @@ Each judged value over its threshold (``library.config.MonitorSettings``) is a f
 status of a step: no finding is ``ok``; one is a ``warning``; two, or one beyond
 ``far_over_factor`` times its threshold, is a ``stop`` - unless the step's rollouts come from
 fewer than ``min_prompts_to_stop`` prompts (a GRPO group's samples share one prompt, so 2 prompts
-x 4 samples are 2 observations): then it is a ``warning`` that says so. With ``action: stop`` the first stop
+x 4 samples are 2 observations), or at a logged KL under ``min_kl_to_stop`` (the policy has not
+moved, so what is seen is the starting policy's habit, not a learned hack): then it is a
+``warning`` that says so. With ``action: stop`` the first stop
 saves a checkpoint and ends the phase (``library.rsft.run_rsft``, ``library.grpo.run_grpo``).
 
 Why two kinds of yardstick: an honest policy of any skill neither spams nor lists options nor
@@ -66,6 +68,8 @@ loops are judged only afterwards.
 'one signal far over its threshold: spam_rate 0.5 > 2 x 0.2'
 >>> m.summary()["stop_step"]
 4
+>>> m.observe_facts(6, step(8, spam=4), kl=1e-6).rule   # the policy has not moved: no stop
+'one signal far over its threshold: spam_rate 0.5 > 2 x 0.2 (KL 1e-06 < 0.0001: the policy has not moved, too early to stop)'
 """
 
 from __future__ import annotations
@@ -329,6 +333,10 @@ def judge(signals: StepSignals, warmup: Warmup | None, settings: MonitorSettings
     if status == "stop" and prompts < settings.min_prompts_to_stop:
         status = "warning"
         rule += f" (only {prompts} prompt(s) in this step, fewer than {settings.min_prompts_to_stop}: too few to stop)"
+    # A hack is learned: at a KL this small the rollouts are the starting policy's own habits.
+    if status == "stop" and signals.kl is not None and signals.kl < settings.min_kl_to_stop:
+        status = "warning"
+        rule += f" (KL {signals.kl:.2g} < {settings.min_kl_to_stop:g}: the policy has not moved, too early to stop)"
     return StepReport(signals=signals, trace_chars_z=z, false_edge_rise=rise, warmup=warmup is None,
                       findings=findings, status=status, rule=rule)
 

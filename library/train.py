@@ -720,10 +720,19 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     sub.path.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     reward = RewardModel(data.kg, RewardConfig.preset_named(preset))
+    # The same live monitor as the main GRPO phase: both arms of the comparison play by one rule
+    # (a stop ends either one early).
+    monitor = None
+    if config.monitor.enabled:
+        from functools import partial
+
+        from library.monitor import PhaseMonitor
+        monitor = PhaseMonitor("grpo", config.monitor, selection.grpo_pool, data.kg,
+                               log=partial(console.print, soft_wrap=True, highlight=False))
     model, res = run_grpo(policy(config.grpo.init_from), tokenizer, selection.grpo_pool, config.grpo, reward, sub,
                           ckpt_dir=run.path / "checkpoints" / "ablation" / preset,
                           adapter_dir=run.path / "adapters" / "ablation" / preset,
-                          seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
+                          seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True, monitor=monitor)
     # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
     if is_writer():
         filter_episodes(sub, lambda ep: ep.get("kind") != EVAL_KIND)
@@ -742,6 +751,8 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
                 "by_hop": block.get("by_hop", {}), "steps": res.steps, "curve": res.curve,
                 "vs_grpo": compare_phases(main_grpo + ablated, "eval", "grpo", "ablation"),
                 "seconds": round(time.perf_counter() - t0, 2)})
+    if res.stopped_by_monitor:
+        out["stopped_by_monitor"] = res.stopped_by_monitor
     if config.monitor.enabled:  # does the other reward invite gaming the graph? (what `kgr monitor` recomputes)
         out["monitor"] = phase_monitor_block(config, data, selection, sub, "grpo", res.curve)
     return out

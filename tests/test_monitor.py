@@ -216,6 +216,20 @@ def test_a_step_of_few_prompts_warns_but_cannot_stop(real_kg, reward, train_ques
     assert enough.status == "stop"
 
 
+def test_a_policy_that_has_not_moved_warns_but_cannot_stop(real_kg, reward, train_questions):
+    """At a logged KL under min_kl_to_stop the rollouts are the starting policy's own habits (the
+    full profile's GRPO was stopped at KL 1e-6 by one group): a warning that says so. Without a
+    KL (RSFT) or above the floor, the same step stops."""
+    questions = three_hop_questions(real_kg, train_questions)
+    episodes = [Episode.from_scored(reward.score(q, path_but_wrong(real_kg, q)), q, path_but_wrong(real_kg, q),
+                                    phase="grpo", step=1, kind="rollout", sample_idx=0) for q in questions[:4]]
+    still = PhaseMonitor("grpo", MonitorSettings(), questions, real_kg).observe(1, episodes, kl=1e-6)
+    assert still.status == "warning" and "the policy has not moved" in still.rule
+    moved = PhaseMonitor("grpo", MonitorSettings(), questions, real_kg).observe(1, episodes, kl=1e-3)
+    assert moved.status == "stop"
+    assert PhaseMonitor("grpo", MonitorSettings(), questions, real_kg).observe(1, episodes).status == "stop"
+
+
 def test_option_lists_and_path_without_answer_stop_together(real_kg, reward, train_questions):
     policy = ScriptedPolicy(real_kg, reward, three_hop_questions(real_kg, train_questions))
     monitor, _ = run_policy(policy, [CLEAN, CLEAN, [option_list] * 2 + [honest] * 6,
@@ -414,8 +428,10 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
     run = RunDir.create(tmp_path, "run")
     kwargs = dict(ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0)
     lines: list[str] = []
-    # 2 prompts a step: this tests the stop mechanism, not the evidence rule (min_prompts_to_stop)
-    monitor = PhaseMonitor("grpo", MonitorSettings(min_prompts_to_stop=2), qs, tiny["kg"], log=lines.append)
+    # 2 prompts a step, KL ~0 at step 1: this tests the stop mechanism, not the evidence rules
+    # (min_prompts_to_stop, min_kl_to_stop)
+    settings_stop = MonitorSettings(min_prompts_to_stop=2, min_kl_to_stop=0.0)
+    monitor = PhaseMonitor("grpo", settings_stop, qs, tiny["kg"], log=lines.append)
     trained, result = run_grpo(add_lora(model, LoraSettings()), tok, qs, settings, rm, run, monitor=monitor, **kwargs)
     assert result.steps == 1 and result.stopped_by_monitor["step"] == 1
     assert monitor.reports[0].status == "stop" and monitor.reports[0].signals.spam_rate == 1.0
@@ -426,7 +442,7 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
     assert "monitor: stop at grpo step 1" in lines[-1] and "checkpoint-1" in lines[-1]
 
     # killed before the phase was marked trained: the resumed phase stops where it stopped
-    again = PhaseMonitor("grpo", MonitorSettings(min_prompts_to_stop=2), qs, tiny["kg"])
+    again = PhaseMonitor("grpo", settings_stop, qs, tiny["kg"])
     _, resumed = run_grpo(add_lora(trained.unload(), LoraSettings()), tok, qs, settings, rm, run, monitor=again, **kwargs)
     assert resumed.steps == 1 and resumed.stopped_by_monitor["step"] == 1
     assert {e.step for e in run.read_episodes(phase="grpo")} == {1}
