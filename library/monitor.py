@@ -441,6 +441,17 @@ def kl_by_step(curve: Iterable[Mapping[str, Any]]) -> dict[int, float]:
             if isinstance(p.get("kl"), (int, float)) and math.isfinite(p["kl"]) and "step" in p}
 
 
+def live_monitor(phase: str, settings: MonitorSettings, questions: Iterable[Question], kg: KnowledgeGraph,
+                 console: Any) -> PhaseMonitor | None:
+    """The live monitor of an RL phase over its prompts (``questions``), printing each verdict to
+    ``console`` (a rich Console); None when ``settings.enabled`` is off. The main RSFT and GRPO
+    phases and the reward ablation's GRPO get theirs here, so every arm plays by one rule."""
+    if not settings.enabled:
+        return None
+    return PhaseMonitor(phase, settings, questions, kg,
+                        log=lambda text: console.print(text, soft_wrap=True, highlight=False))
+
+
 def monitor_phase(phase: str, episodes: Iterable[Episode], questions: Iterable[Question], kg: KnowledgeGraph,
                   settings: MonitorSettings, kl: Mapping[int, float] | None = None,
                   log: Callable[[str], Any] | None = None) -> PhaseMonitor:

@@ -722,13 +722,8 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     reward = RewardModel(data.kg, RewardConfig.preset_named(preset))
     # The same live monitor as the main GRPO phase: both arms of the comparison play by one rule
     # (a stop ends either one early).
-    monitor = None
-    if config.monitor.enabled:
-        from functools import partial
-
-        from library.monitor import PhaseMonitor
-        monitor = PhaseMonitor("grpo", config.monitor, selection.grpo_pool, data.kg,
-                               log=partial(console.print, soft_wrap=True, highlight=False))
+    from library.monitor import live_monitor
+    monitor = live_monitor("grpo", config.monitor, selection.grpo_pool, data.kg, console)
     model, res = run_grpo(policy(config.grpo.init_from), tokenizer, selection.grpo_pool, config.grpo, reward, sub,
                           ckpt_dir=run.path / "checkpoints" / "ablation" / preset,
                           adapter_dir=run.path / "adapters" / "ablation" / preset,

@@ -75,15 +75,9 @@ class PhaseBackend:
     def phase_monitor(self, phase: str, questions: Any):
         """The live reward-hacking monitor of an RL phase over its prompts (``questions``), printing
         to the run's console; None when ``monitor.enabled`` is off (library/monitor.py)."""
-        settings = self.ctx.config.monitor
-        if not settings.enabled:
-            return None
-        from functools import partial
+        from library.monitor import live_monitor
 
-        from library.monitor import PhaseMonitor
-
-        return PhaseMonitor(phase, settings, questions, self.ctx.data.kg,
-                            log=partial(self.ctx.console.print, soft_wrap=True, highlight=False))
+        return live_monitor(phase, self.ctx.config.monitor, questions, self.ctx.data.kg, self.ctx.console)
 
     @contextmanager
     def eval_model(self, phase: str, adapter_dir: Path) -> Iterator[Any]:
