@@ -256,6 +256,40 @@ def monitor(
         raise typer.Exit(1)
 
 
+@app.command()
+def diagnose(
+    run: Path = typer.Argument(..., help="A run folder (read only)."),
+    split: str = typer.Option("eval", help="Eval split of the episodes: eval | eval_shuffled | train_sample."),
+    out: Path = typer.Option(None, help="Also write the report as JSON here."),
+    data_dir: Path = typer.Option(None, "--data", help="Question files (default: the run's data_dir)."),
+    kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
+) -> None:
+    """Why a run's answers are wrong: per phase, where each eval TRACE first leaves its gold path
+    (relation: lost its place in the question's chain; fact: wrong object of the right
+    relation; short / long: stopped early or went on), read from the stored claims."""
+    from library.diagnosis import diagnose_run
+    from library.jsonl import atomic_write_json
+
+    try:
+        report = diagnose_run(run, split=split, data_dir=data_dir, kg_path=kg)
+    except DataFileError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    if not report:
+        console.print(f"[red]error:[/] no {split!r} eval episodes in {run}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
+    for phase, block in report.items():
+        steps = block["wrong_by_step"]
+        parts = []
+        for kind, count in block["wrong"].items():
+            worst = max((key for key in steps if key.startswith(kind + "@")), key=steps.get, default=None)
+            where = f" ({steps[worst]} at step {worst.split('@')[1]})" if worst else ""
+            parts.append(f"{kind} {count}{where}")
+        typer.echo(f"{phase:<5} n={block['n']:<4} wrong={block['n_wrong']:<4} first departure: " + " | ".join(parts))
+    if out is not None:
+        atomic_write_json(out, {"run": str(run), "split": split, "phases": report})
+
+
 def _load_plugins() -> None:
     for ep in sorted(entry_points(group="kgr.plugins"), key=lambda e: e.name):
         try:

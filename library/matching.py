@@ -29,8 +29,8 @@ from typing import Any, Iterable, Sequence
 from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion
 from library.kg import KnowledgeGraph
 
-__all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "extract_claims", "gold_edges_in_order",
-           "is_grounded", "longest_increasing_subsequence", "stored_claims"]
+__all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "extract_claims", "first_departure",
+           "gold_edges_in_order", "is_grounded", "longest_increasing_subsequence", "stored_claims"]
 
 
 
@@ -249,6 +249,49 @@ def stored_claims(parsed: ParsedCompletion, kg: KnowledgeGraph, gold_edges: Iter
     gold = {(e.src, e.rel, e.dst) for e in gold_edges}
     return [Claim(src=s, rel=r, dst=d, in_kg=kg.has_edge(s, r, d), on_gold_path=(s, r, d) in gold)
             for s, r, d in extract_claims(kg, parsed.trace_text)]
+
+
+#: What :func:`first_departure` can say of a TRACE, in the order a reader checks it.
+DEPARTURES = ("on_path", "relation", "fact", "subject", "short", "long")
+
+
+def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> tuple[str, int | None]:
+    """Where a TRACE's claims first leave the gold path: ``(kind, step)``, step 1-based.
+
+    Claim *i* is held against the gold path's hop *i* (the TRACE states one fact per hop, in the
+    question's order), and the first mismatch is named by what went wrong there:
+
+    - ``relation``: another relation than the question's *i*-th: the model lost its place in
+      the question's chain (a procedure error, whatever it knows);
+    - ``subject``: the right relation from another entity than the previous object;
+    - ``fact``: the right relation from the right entity, a wrong object: a fact not recalled;
+    - ``short``: every claim matches but the TRACE stopped before the last hop;
+    - ``long``: the whole path, then more claims;
+    - ``on_path`` (step None): exactly the gold path (a wrong answer then is the letter's fault).
+
+    >>> from library.contracts import PathEdge
+    >>> gold = [PathEdge(src="A", rel="r", dst="B"), PathEdge(src="B", rel="s", dst="C")]
+    >>> c = lambda s, r, d: Claim(src=s, rel=r, dst=d, in_kg=True, on_gold_path=False)
+    >>> first_departure([c("A", "r", "B"), c("B", "s", "C")], gold)
+    ('on_path', None)
+    >>> first_departure([c("A", "r", "B"), c("B", "r", "D")], gold), first_departure([c("A", "r", "X")], gold)
+    (('relation', 2), ('fact', 1))
+    >>> first_departure([c("A", "r", "B")], gold), first_departure([c("A", "r", "B"), c("X", "s", "C")], gold)
+    (('short', 2), ('subject', 2))
+    """
+    for step, edge in enumerate(gold_edges, start=1):
+        if step > len(claims):
+            return "short", step
+        claim = claims[step - 1]
+        if claim.rel != edge.rel:
+            return "relation", step
+        if claim.src != edge.src:
+            return "subject", step
+        if claim.dst != edge.dst:
+            return "fact", step
+    if len(claims) > len(gold_edges):
+        return "long", len(gold_edges) + 1
+    return "on_path", None
 
 
 def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:

@@ -1,0 +1,74 @@
+"""Where wrong answers leave the gold path (library/diagnosis.py, `kgr diagnose`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from library.answer_format import reference_completion
+from library.cli import app
+from library.contracts import Episode
+from library.diagnosis import departure_block, diagnose_run
+from library.jsonl import iter_jsonl
+from library.contracts import Question
+from library.kg import load_kg
+from library.reward import RewardConfig, RewardModel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _questions(n: int = 6) -> list[Question]:
+    return [q for _, q in iter_jsonl(REPO / "data" / "eval.jsonl", Question)][:n]
+
+
+def _episode(reward: RewardModel, q: Question, completion: str) -> Episode:
+    return Episode.from_scored(reward.score(q, completion), q, completion, phase="sft", step=0, kind="eval",
+                               eval_split="eval")
+
+
+def test_departures_name_the_first_wrong_step():
+    kg = load_kg(REPO / "data" / "kg.json")
+    reward = RewardModel(kg, RewardConfig.preset_named("paper+edges"))
+    q1, q2, q3 = _questions(3)
+    right = reference_completion(q1, kg=kg)
+    # q2: the reference TRACE cut after its first fact clause (stops early at step 2)
+    first_clause = reference_completion(q2, kg=kg).split(", which")[0]
+    short = f"TRACE: {first_clause.removeprefix('TRACE: ')}.\nANSWER: {q2.answer_star}"
+    # q3: the first hop with another object than the gold one (a fact not recalled)
+    edge = q3.path_star.edges[0]
+    other = next(e.dst for e in kg.edges if e.rel == edge.rel and e.dst != edge.dst)
+    wrong_fact = (f"TRACE: {kg.label(edge.src)} {kg.relation_label(edge.rel)} {kg.label(other)}.\n"
+                  f"ANSWER: {'A' if q3.answer_star != 'A' else 'B'}")
+    block = departure_block([_episode(reward, q1, right), _episode(reward, q2, short), _episode(reward, q3, wrong_fact)],
+                            {q.id: q for q in (q1, q2, q3)})
+    assert block["n"] == 3 and block["n_wrong"] == 1
+    assert block["right"] == {"on_path": 1, "short": 1}  # q2's letter is right, its TRACE stopped at step 2
+    assert block["wrong"] == {"fact": 1} and block["wrong_by_step"] == {"fact@1": 1}
+
+
+def test_committed_reference_run_loses_its_place_more_than_its_facts():
+    # The measurement behind docs/RECIPE.md finding 40, read from the committed log.
+    report = diagnose_run(REPO / "data" / "runs" / "reference")
+    assert set(report) == {"base", "sft", "rsft", "grpo"}
+    sft = report["sft"]
+    assert sft["n"] == 300 and sft["n_wrong"] == 126 == sum(sft["wrong"].values()) == sum(sft["wrong_by_step"].values())
+    assert sft["wrong"]["relation"] == 83 and sft["wrong_by_step"]["relation@5"] == 62
+    assert sft["wrong"]["fact"] == 21
+    assert report["base"]["wrong"] == {"short": 300}
+
+
+def test_cli_prints_each_phase_and_writes_json(tmp_path):
+    out = tmp_path / "diagnosis.json"
+    result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "quick"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "sft" in result.output and "relation" in result.output
+    report = json.loads(out.read_text())
+    assert report["phases"]["sft"]["n"] == 150
+
+
+def test_cli_clear_error_without_episodes_of_the_split(tmp_path):
+    result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "quick"), "--split", "eval_shuffled"])
+    assert result.exit_code == 2
+    assert "no 'eval_shuffled' eval episodes" in result.output
