@@ -18,31 +18,19 @@ the tag lookup finds the next step::
 
 After ``Y [K]`` the TRACE writes ``; [K]`` and copies what follows ``; [K]`` in the question,
 which occurs once. The tags, paths, options and splits are the data files' (same seed); only the
-question's wording and the reference TRACE change. The splits are rebuilt into ``--data-dir``
-(default ``/tmp/data_step_order``) and :mod:`benchmarks.recipe_sweep` runs on them in this
-process, so the figures compare with the sweep's other dev cases (finding 22: 60.0% for the
-copied step in chain order, same recipe).
-
-Why a patch rather than a data option: adopting the wording changes eval.jsonl, so every
-committed run would have to be re-run; this script measures it first. It replaces
-``question_text`` and ``reference_trace`` (and the names imported from them) for this process.
+question's wording and the reference TRACE change. :mod:`benchmarks.recipe_sweep` runs on the
+splits of ``--data-dir`` (default ``data/keyed``, written by ``kgr data --step-order keyed --out
+data/keyed``; built there first if missing) in this process, so the figures compare with the
+sweep's other dev cases (finding 22: 60.0% for the copied step in chain order, same recipe).
 """
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
-from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-import library.multiple_choice  # noqa: E402
-import library.questions  # noqa: E402
-import library.wording  # noqa: E402
-from library.contracts import GoldPath  # noqa: E402
-from library.wording import blank_tags, fact_clause  # noqa: E402
 
 _COMMON = {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
            "batch_size": 2, "grad_accum": 1}
@@ -54,47 +42,19 @@ CASES = {
 }
 
 
-def _later_steps(kg, chain: Sequence[str], tags: Sequence[str]) -> list[str]:
-    """``"[<tag before>] <relation> [<tag>]"`` for every step after the first, in chain order."""
-    return [f"[{tags[i - 1]}] {kg.relation_label(chain[i])} [{tags[i]}]" for i in range(1, len(chain))]
-
-
-def shuffled_question_text(kg, start: str, chain: Sequence[str], tags: Sequence[str] | None = None) -> str:
-    """The question with its later steps keyed by tags and shuffled (seeded by the path)."""
-    tags = blank_tags(start, chain) if tags is None else tags
-    later = _later_steps(kg, chain, tags)
-    random.Random("step-order:" + start + ":" + ",".join(chain)).shuffle(later)
-    steps = f"{len(chain)} step" + ("s" if len(chain) != 1 else "")
-    first = f"It {kg.relation_label(chain[0])} [{tags[0]}]"
-    return f"Start at {kg.label(start)}. " + "; ".join([first] + later) + f". ({steps})"
-
-
-def keyed_reference_trace(kg, path: GoldPath, style: str = "copy") -> str:
-    """The copied-step TRACE for :func:`shuffled_question_text`: ``; [K] <rel> [T]: <fact clause>``."""
-    if style != "copy":
-        raise ValueError("the step-order experiment measures the copied-step TRACE only")
-    chain = [e.rel for e in path.edges]
-    tags = blank_tags(path.entities[0], chain)
-    clauses = [fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)]
-    copied = [""] + ["; " + step + ": " for step in _later_steps(kg, chain, tags)]
-    return "".join(step + clause for step, clause in zip(copied, clauses)) + "."
-
-
 def main() -> None:
     argv = sys.argv[1:]
-    data_dir = Path("/tmp/data_step_order")
+    data_dir = REPO / "data" / "keyed"
     if "--data-dir" in argv:
         data_dir = Path(argv[argv.index("--data-dir") + 1])
     else:
         argv += ["--data-dir", str(data_dir)]
-    for module in (library.wording, library.questions, library.multiple_choice):
-        module.question_text = shuffled_question_text
-        module.reference_trace = keyed_reference_trace
     if not (data_dir / "dev.jsonl").exists():
         from library.questions import DatasetConfig, build_dataset
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "kg.json", out_dir=data_dir, seed=0, progress=False))
+        stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "kg.json", out_dir=data_dir, seed=0,
+                                            step_order="keyed", progress=False))
         print(stats.summary(), flush=True)
 
     import benchmarks.recipe_sweep as sweep

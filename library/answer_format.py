@@ -177,12 +177,13 @@ def reference_completion(question: Any, *, kg: Any = None, style: str | None = N
     With a ``style`` (``sft.trace_style``), rendered from the gold path in that TRACE wording
     (:func:`library.wording.reference_trace`; needs ``kg``)."""
     if style is not None:
-        from library.wording import reference_trace
+        from library.wording import reference_trace, step_order_of
 
         if kg is None:
             raise ValueError("a TRACE style needs the KG to word the gold path")
         letter = question.answer_star
-        return render_completion(tag_answer(reference_trace(kg, question.path_star, style), letter), letter)
+        trace = reference_trace(kg, question.path_star, style, step_order=step_order_of(question.question))
+        return render_completion(tag_answer(trace, letter), letter)
     ref = question.ref
     completion = getattr(ref, "completion", None)
     if completion is None and isinstance(getattr(ref, "model_extra", None), dict):

@@ -33,6 +33,8 @@ def data(
     n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions (4-5 hops, half each); eval_shuffled is the same set."),
     n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions (4-5 hops, disjoint from eval)."),
     n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions (4-5 hops, disjoint from eval and train_hard; recipe sweeps choose on it)."),
+    step_order: str = typer.Option(_DATA_DEFAULTS.step_order, help="How questions order their steps: chain | keyed "
+                                   "(later steps keyed by tags, shuffled; docs/RECIPE.md finding 41)."),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
 ) -> None:
     """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
@@ -43,11 +45,11 @@ def data(
     """
     from library.questions import DatasetConfig, DatasetError, build_dataset
 
-    config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
-                           n_train_hard=n_train_hard, n_dev=n_dev, progress=progress)
     try:
+        config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
+                               n_train_hard=n_train_hard, n_dev=n_dev, step_order=step_order, progress=progress)
         stats = build_dataset(config)
-    except (DataFileError, DatasetError) as exc:
+    except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines
         # at 80 columns off a terminal, and "one line naming file:line" is the contract.
         console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)

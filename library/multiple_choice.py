@@ -12,7 +12,7 @@ from library.answer_format import render_completion, tag_answer
 from library.contracts import LETTERS, GoldPath, Question, Reference
 from library.distractors import pick_distractors
 from library.kg import KnowledgeGraph
-from library.wording import question_text, reference_trace, render_prompt
+from library.wording import question_text, reference_trace, render_prompt, step_order_of
 
 ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "hard-{:04d}", "dev": "dev-{:04d}"}
 
@@ -23,7 +23,8 @@ def question_id(split: str, idx: int) -> str:
 
 
 def make_question(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, split: str, idx: int, *,
-                  seed: int = 0, answer_slot: int | None = None, max_distance: int = 3) -> Question | None:
+                  seed: int = 0, answer_slot: int | None = None, max_distance: int = 3,
+                  step_order: str = "chain") -> Question | None:
     """The question for ``path`` (its end is the answer), or None when the KG has fewer than
     three admissible distractors for it.
 
@@ -61,8 +62,8 @@ def make_question(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, split:
     order.insert(slot, answer)
     options = {letter: kg.label(ent) for letter, ent in zip(LETTERS, order)}
     letter = LETTERS[slot]
-    text = question_text(kg, start, chain)
-    trace = reference_trace(kg, path)
+    text = question_text(kg, start, chain, step_order=step_order)
+    trace = reference_trace(kg, path, step_order=step_order)
     return Question(
         id=question_id(split, idx),
         split=split,
@@ -102,7 +103,8 @@ def verify_unique(kg: KnowledgeGraph, question: Question) -> bool:
             or len(set(path.entities)) != len(path.entities)
             or not all(kg.has_edge(e.src, e.rel, e.dst) for e in path.edges)):
         return False
-    if question.question != question_text(kg, start, chain):  # the text must state this chain
+    # the text must state this chain (in either step order, library/wording.py: STEP_ORDERS)
+    if question.question != question_text(kg, start, chain, step_order=step_order_of(question.question)):
         return False
     reach = set(kg.reach(start, chain))
     reachable = [letter for letter in LETTERS if ids[letter] in reach]

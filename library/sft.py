@@ -416,9 +416,9 @@ def sft_examples(questions: Sequence[Any], settings: SFTSettings, *, kg: Any = N
     if settings.knowledge_epochs or settings.path_fact_passes:
         if kg is None:
             raise ValueError("the knowledge stage needs the KG (sft.knowledge_epochs > 0)")
-        from library.wording import reference_trace
+        from library.wording import reference_trace, step_order_of
 
-        traces = [q.ref.trace if style is None else reference_trace(kg, q.path_star, style)
+        traces = [q.ref.trace if style is None else reference_trace(kg, q.path_star, style, step_order_of(q.question))
                   for q in (train_paths if train_paths is not None else questions)]
         examples += knowledge_rows(kg, epochs=settings.knowledge_epochs, facts_per_row=settings.facts_per_row,
                                    seed=seed, path_traces=traces, path_passes=settings.path_fact_passes)

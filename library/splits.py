@@ -69,12 +69,19 @@ class DatasetConfig:
     max_distance: int = 3  # farthest same-type fallback distractor, in undirected hops from the path
     attempts_per_question: int = 200  # sampling budget before giving up on a 4-5-hop split
     progress: bool | None = None  # tqdm bars; None = only on a terminal
+    # How questions order their steps (library/wording.py: STEP_ORDERS): "chain" (the data
+    # files') or "keyed" (later steps keyed by tags, shuffled; data/keyed, docs/RECIPE.md finding 41)
+    step_order: str = "chain"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kg_path", Path(self.kg_path))
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         if len(self.train_hop_weights) != len(self.train_hops):
             raise ValueError("train_hop_weights needs one weight per entry of train_hops")
+        from library.wording import STEP_ORDERS
+
+        if self.step_order not in STEP_ORDERS:
+            raise ValueError(f"step_order {self.step_order!r}: expected one of {STEP_ORDERS}")
         if set(self.train_hops) & set(self.eval_hops):
             raise ValueError("train_hops and eval_hops must not overlap: eval hops are the unseen ones")
 
@@ -121,7 +128,8 @@ class _Builder:
         if key in self.keys:
             return None
         q = make_question(self.kg, path, self.rng, self.split, len(self.questions) + 1, seed=self.config.seed,
-                          answer_slot=self.slots.current(), max_distance=self.config.max_distance)
+                          answer_slot=self.slots.current(), max_distance=self.config.max_distance,
+                          step_order=self.config.step_order)
         if q is None:
             return None
         self.slots.consume()
@@ -347,6 +355,7 @@ class DatasetStats:
     # oracle accuracy per split and per taught-fact set (library/oracle.py)
     oracle: dict[str, dict[str, float]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+    step_order: str = "chain"  # the questions' wording (DatasetConfig.step_order)
     generation_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -365,7 +374,7 @@ class DatasetStats:
               ...
         """
         lines = [f"Questions from {self.kg['source']} ({self.kg['entities']} entities, {self.kg['edges']} edges), "
-                 f"seed {self.seed}, in {self.generation_seconds:.1f} s"]
+                 f"seed {self.seed}, steps in {self.step_order} order, in {self.generation_seconds:.1f} s"]
         for split, by_hop in self.counts.items():
             hops = ", ".join(f"{h}: {n}" for h, n in by_hop.items())
             letters = " ".join(f"{k}{v}" for k, v in self.answer_letters[split].items())
@@ -450,6 +459,7 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
         mean_prompt_chars={name: round(sum(len(q.prompt) for q in qs) / max(len(qs), 1), 1) for name, qs in splits.items()},
         max_prompt_chars={name: max((len(q.prompt) for q in qs), default=0) for name, qs in splits.items()},
         oracle=oracle,
+        step_order=config.step_order,
     )
     for name, qs in splits.items():
         path = config.out_dir / SPLIT_FILES[name]

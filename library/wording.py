@@ -26,11 +26,21 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 from __future__ import annotations
 
 import random
+import re
 from typing import Any, Sequence
 
 from library.answer_format import FORMAT_INSTRUCTIONS
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
 from library.kg import KnowledgeGraph
+
+#: How a question orders its steps (``kgr data --step-order``; docs/RECIPE.md findings 40-41):
+#: "chain" writes them in the chain's order ("It leads to [K], which is caused by [G], ..."), the
+#: data files' wording; "keyed" writes each step after the first with the tag it starts from, in
+#: a shuffled order ("It leads to [K]; [G] is fixed by [?]; [K] is caused by [G]"). Trained on
+#: 1-3-hop chains in chain order, the model finds the next step by its position and loses its
+#: place after the third; in the keyed order only the tag it has just written finds it.
+STEP_ORDERS = ("chain", "keyed")
+_KEYED_STEP_RE = re.compile(r"\]; \[")
 
 
 def blank_tags(start: str, chain: Sequence[str]) -> list[str]:
@@ -49,7 +59,8 @@ def blank_tags(start: str, chain: Sequence[str]) -> list[str]:
     return rng.sample(BLANK_TAG_POOL, len(chain) - 1) + [FINAL_TAG]
 
 
-def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Sequence[str] | None = None) -> str:
+def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Sequence[str] | None = None,
+                  step_order: str = "chain") -> str:
     """The question: the start entity, then every relation of the chain in order, each blank tagged.
 
     The step count is stated too, so the question can only be read one way (the public
@@ -70,11 +81,42 @@ def question_text(kg: KnowledgeGraph, start: str, chain: Sequence[str], tags: Se
     'Start at disk full. It is caused by [?]. (1 step)'
     >>> question_text(kg, "s", ["caused_by", "leads_to", "uses_tool"])
     'Start at disk full. It is caused by [R], which leads to [Q], which uses tool [?]. (3 steps)'
+
+    ``step_order="keyed"`` writes every step after the first with the tag it starts from, and
+    those steps in a shuffled order (seeded by the path, like the tags), so the next step can
+    only be found by the tag just written, never by its position (:data:`STEP_ORDERS`):
+
+    >>> question_text(kg, "s", ["leads_to", "caused_by", "uses_tool"], step_order="keyed")
+    'Start at disk full. It leads to [Z]; [J] uses tool [?]; [Z] is caused by [J]. (3 steps)'
     """
     tags = blank_tags(start, chain) if tags is None else tags
-    parts = [f"{kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain, tags)]
     steps = f"{len(chain)} step" + ("s" if len(chain) != 1 else "")
+    if step_order == "keyed":
+        later = keyed_steps(kg, chain, tags)
+        random.Random("step-order:" + start + ":" + ",".join(chain)).shuffle(later)
+        first = f"It {kg.relation_label(chain[0])} [{tags[0]}]"
+        return f"Start at {kg.label(start)}. " + "; ".join([first] + later) + f". ({steps})"
+    if step_order != "chain":
+        raise ValueError(f"step order {step_order!r}: expected one of {STEP_ORDERS}")
+    parts = [f"{kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain, tags)]
     return f"Start at {kg.label(start)}. It " + ", which ".join(parts) + f". ({steps})"
+
+
+def keyed_steps(kg: Any, chain: Sequence[str], tags: Sequence[str]) -> list[str]:
+    """``"[<tag before>] <relation> [<tag>]"`` for every step after the first, in chain order:
+    the keyed wording's steps, which the question shuffles and the TRACE copies in order."""
+    return [f"[{tags[i - 1]}] {kg.relation_label(chain[i])} [{tags[i]}]" for i in range(1, len(chain))]
+
+
+def step_order_of(question: str) -> str:
+    """The step order a question text is written in (``"keyed"`` or ``"chain"``).
+
+    >>> step_order_of("Start at a. It leads to [K]; [K] is caused by [?]. (2 steps)")
+    'keyed'
+    >>> step_order_of("Start at a. It leads to [K], which is caused by [?]. (2 steps)")
+    'chain'
+    """
+    return "keyed" if _KEYED_STEP_RE.search(question) else "chain"
 
 
 def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
@@ -103,7 +145,7 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
 TRACE_STYLES = ("copy", "clauses", "rest")
 
 
-def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> str:
+def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy", step_order: str = "chain") -> str:
     """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
     Hop 1 is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact words the
@@ -123,6 +165,10 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> 
     measured, the copied step lifts 600 3-hop training rows from 40% to 57% on eval but drops
     1,600 mixed 1-3-hop rows from 58% to 34%, so the profiles choose (``sft.trace_style``).
 
+    For a question in the keyed step order (``step_order="keyed"``, :data:`STEP_ORDERS`) the
+    copied step is the question's keyed step, ``"; [K] <rel> [T]: "``: after ``<dst> [K]`` the
+    TRACE writes ``; [K]`` and copies what follows it in the question, which occurs once.
+
     ``style="rest"`` copies, after each tag, the *whole rest* of the question's chain (from that
     tag to its end) instead of the next step alone; the next hop's relation is then always the
     first step of the text just copied. Why: with 1-3-hop training chains, "copy the question's
@@ -133,9 +179,16 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy") -> 
     tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
     if style not in TRACE_STYLES:
         raise ValueError(f"trace style {style!r}: expected one of {TRACE_STYLES}")
+    if step_order not in STEP_ORDERS:
+        raise ValueError(f"step order {step_order!r}: expected one of {STEP_ORDERS}")
     clauses = [fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)]
     if style == "clauses":
         return ", ".join(clauses) + "."
+    if step_order == "keyed":
+        if style != "copy":
+            raise ValueError(f"trace style {style!r} is not defined for keyed questions: use 'copy' or 'clauses'")
+        copied = [""] + ["; " + step + ": " for step in keyed_steps(kg, [e.rel for e in path.edges], tags)]
+        return "".join(step + clause for step, clause in zip(copied, clauses)) + "."
     later = [f", which {kg.relation_label(e.rel)} [{tag}]" for e, tag in zip(path.edges[1:], tags[1:])]
     if style == "copy":
         steps = [""] + [step + ": " for step in later]

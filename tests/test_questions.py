@@ -438,3 +438,75 @@ def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
         assert extract_claims(kg, reference_trace(kg, q.path_star, "rest")) == edges
     with pytest.raises(ValueError, match="trace style"):
         reference_trace(kg, questions[0].path_star, "prose")
+
+
+# ----------------------------------------------------------------------------- keyed step order
+def test_keyed_wording_keys_every_later_step_by_its_tag_and_the_trace_copies_it(tiny_kg):
+    from library.wording import step_order_of
+
+    chain = ["leads_to", "caused_by", "leads_to", "diagnosed_by"]
+    text = question_text(tiny_kg, "NTPDrift", chain, step_order="keyed")
+    assert step_order_of(text) == "keyed"
+    assert step_order_of(question_text(tiny_kg, "NTPDrift", chain)) == "chain"
+    tags = blank_tags("NTPDrift", chain)
+    assert text.startswith(f"Start at NTP drift. It leads to [{tags[0]}]; ") and text.endswith(". (4 steps)")
+    steps = text.removesuffix(". (4 steps)").split("; ")[1:]
+    expected = [f"[{tags[i - 1]}] {tiny_kg.relation_label(chain[i])} [{tags[i]}]" for i in range(1, 4)]
+    assert sorted(steps) == sorted(expected)  # every later step once, keyed by its tags
+    assert question_text(tiny_kg, "NTPDrift", chain, step_order="keyed") == text
+    with pytest.raises(ValueError, match="step order"):
+        question_text(tiny_kg, "NTPDrift", chain, step_order="random")
+
+
+def test_keyed_data_asks_the_same_questions_and_its_traces_copy_each_step_once(tmp_path):
+    from library.reward import RewardConfig, RewardModel
+
+    chain_dir, keyed_dir = tmp_path / "chain", tmp_path / "keyed"
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=chain_dir, seed=0, **SMALL))
+    stats = build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=keyed_dir, seed=0, step_order="keyed", **SMALL))
+    assert stats.step_order == "keyed" and stats.all_verified and not any(stats.leakage.values())
+    kg = load_kg(REAL_KG)
+    reward = RewardModel(kg, RewardConfig.preset_named("paper+edges"))
+    shuffled = 0
+    for fname in SPLIT_FILES.values():
+        chain_qs, keyed_qs = read_jsonl(chain_dir / fname, Question), read_jsonl(keyed_dir / fname, Question)
+        for a, b in zip(chain_qs, keyed_qs, strict=True):
+            # the same question in another wording: path, options, answer
+            assert (a.id, a.path_star, a.options, a.answer_star) == (b.id, b.path_star, b.options, b.answer_star)
+            edges = b.path_star.edges
+            tags = blank_tags(edges[0].src, [e.rel for e in edges])
+            for i in range(1, len(edges)):
+                step = f"[{tags[i - 1]}] {kg.relation_label(edges[i].rel)} [{tags[i]}]"
+                assert b.question.count(f"; {step}") == 1  # found only by the tag it starts from
+                assert f"[{tags[i - 1]}]; {step}: " in b.ref.trace  # the TRACE copies it after that tag
+            later = b.question.split(". (")[0].split("; ")[1:]
+            shuffled += later != sorted(later, key=lambda s: [f"[{t}]" for t in tags].index(s.split(" ")[0]))
+            scored = reward.score(b, b.ref.completion)
+            assert scored.correct and [(c.src, c.rel, c.dst) for c in scored.parsed.claims] == \
+                [(e.src, e.rel, e.dst) for e in edges]
+    assert shuffled > 0
+
+
+def test_committed_keyed_data_is_what_the_generator_writes(tmp_path):
+    keyed = REPO / "data" / "keyed"
+    if not (keyed / "eval.jsonl").exists():
+        pytest.skip("no committed data/keyed")
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=tmp_path, seed=0, step_order="keyed", progress=False))
+    for fname in SPLIT_FILES.values():
+        assert (tmp_path / fname).read_bytes() == (keyed / fname).read_bytes(), fname
+    built, committed = (json.loads((d / "stats.json").read_text()) for d in (tmp_path, keyed))
+    for stats in (built, committed):
+        stats["kg"].pop("source")  # the KG's path as it was passed
+    assert built == committed and committed["step_order"] == "keyed"
+
+
+def test_try_it_reads_typed_questions_in_either_step_order_and_asks_in_the_runs():
+    from library.demo.tryit import parse_question_text, run_step_order
+
+    kg = load_kg(REAL_KG)
+    for data_dir in ("data", "data/keyed"):
+        q = read_jsonl(REPO / data_dir / "eval.jsonl", Question)[0]
+        assert parse_question_text(kg, q.question) == (q.meta["start"], list(q.meta["chain"]))
+    assert run_step_order({"config": {"data_dir": str(REPO / "data" / "keyed")}}) == "keyed"
+    assert run_step_order({"config": {"data_dir": str(REPO / "data")}}) == "chain"
+    assert run_step_order({}) == "chain"

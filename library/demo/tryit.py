@@ -14,6 +14,7 @@ page and ``kgr serve`` without ``--model`` never need them.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 import threading
@@ -95,8 +96,10 @@ def _norm(text: str) -> str:
 
 def parse_question_text(kg: KnowledgeGraph, text: str) -> tuple[str, list[str]]:
     """Read ``(start, chain)`` back from a question in the generator's wording, by matching
-    :func:`library.questions.question_text` over the stated number of steps."""
+    :func:`library.questions.question_text` over the stated number of steps, in either step
+    order (library/wording.py: STEP_ORDERS)."""
     from library.questions import question_text
+    from library.wording import step_order_of
 
     m = re.search(r"\((\d+)\s+steps?\)", text)
     starts = [e.id for e in sorted(kg.entities.values(), key=lambda e: -len(e.label))
@@ -105,6 +108,7 @@ def parse_question_text(kg: KnowledgeGraph, text: str) -> tuple[str, list[str]]:
         raise TryItError("could not find a start entity: write 'Start at <entity>. It ... (n steps)', "
                          "or pick a start entity and a relation chain")
     target = _norm(text)
+    step_order = step_order_of(text)
     hops = [int(m.group(1))] if m else list(range(1, MAX_HOPS + 1))
     rels = sorted(kg.relations)
     for start in starts:
@@ -112,10 +116,21 @@ def parse_question_text(kg: KnowledgeGraph, text: str) -> tuple[str, list[str]]:
             if not 1 <= n <= MAX_HOPS:
                 raise TryItError(f"between 1 and {MAX_HOPS} steps, please")
             for chain in itertools.product(rels, repeat=n):
-                if _norm(question_text(kg, start, chain)) == target:
+                if _norm(question_text(kg, start, chain, step_order=step_order)) == target:
                     return start, list(chain)
     raise TryItError("could not read the relation chain; use the wording of the generated questions, e.g. "
                      f"'{question_text(kg, starts[0], [rels[0]])}'")
+
+
+def run_step_order(meta: dict[str, Any]) -> str:
+    """The step order of the questions a run was trained on (its data folder's stats.json), so
+    typed questions reach the model in the wording it learned; "chain" when unknown."""
+    config = meta.get("config") or {}
+    stats = Path(config.get("data_dir") or "data") / "stats.json"
+    try:
+        return str(json.loads(stats.read_text(encoding="utf-8")).get("step_order") or "chain")
+    except (OSError, ValueError):
+        return "chain"
 
 
 class TryIt:
@@ -137,6 +152,7 @@ class TryIt:
         self.adapter = find_adapter(self.run.path, phase)
         self.max_new_tokens = max_new_tokens
         self.seed = seed
+        self.step_order = run_step_order(self.meta)
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any] | None = None
         self._reward = None
@@ -183,7 +199,8 @@ class TryIt:
         if path is None:
             raise TryItError(f"no path in the KG from {kg.label(start)!r} along "
                              + " → ".join(kg.relation_label(r) for r in chain))
-        q = make_question(kg, path, random.Random(f"{self.seed}:try:{start}:{'/'.join(chain)}"), "eval", 1, seed=self.seed)
+        q = make_question(kg, path, random.Random(f"{self.seed}:try:{start}:{'/'.join(chain)}"), "eval", 1, seed=self.seed,
+                          step_order=self.step_order)
         if q is None:
             raise TryItError("the KG has too few near-miss distractors for this path")
         if not verify_unique(kg, q):
