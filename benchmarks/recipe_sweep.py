@@ -228,5 +228,27 @@ def main() -> None:
     print(json.dumps(finals))
 
 
+def sweep_on_splits(cases: dict[str, dict], default_data_dir: Path, **dataset_options) -> None:
+    """Run :func:`main` with extra ``cases`` on the splits of ``--data-dir`` (default
+    ``default_data_dir``), built there first (seed 0, ``dataset_options`` as DatasetConfig fields)
+    when missing: what the dev experiments on another question wording share."""
+    argv = sys.argv[1:]
+    data_dir = default_data_dir
+    if "--data-dir" in argv:
+        data_dir = Path(argv[argv.index("--data-dir") + 1])
+    else:
+        argv += ["--data-dir", str(data_dir)]
+    if not (data_dir / "dev.jsonl").exists():
+        from library.questions import DatasetConfig, build_dataset
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "kg.json", out_dir=data_dir, seed=0, progress=False,
+                                            **dataset_options))
+        print(stats.summary(), flush=True)
+    CASES.update(cases)
+    sys.argv = [sys.argv[0]] + argv
+    main()
+
+
 if __name__ == "__main__":
     main()

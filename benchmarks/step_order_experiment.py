@@ -43,25 +43,9 @@ CASES = {
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    data_dir = REPO / "data" / "keyed"
-    if "--data-dir" in argv:
-        data_dir = Path(argv[argv.index("--data-dir") + 1])
-    else:
-        argv += ["--data-dir", str(data_dir)]
-    if not (data_dir / "dev.jsonl").exists():
-        from library.questions import DatasetConfig, build_dataset
+    from benchmarks.recipe_sweep import sweep_on_splits
 
-        data_dir.mkdir(parents=True, exist_ok=True)
-        stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "kg.json", out_dir=data_dir, seed=0,
-                                            step_order="keyed", progress=False))
-        print(stats.summary(), flush=True)
-
-    import benchmarks.recipe_sweep as sweep
-
-    sweep.CASES.update(CASES)
-    sys.argv = [sys.argv[0]] + argv
-    sweep.main()
+    sweep_on_splits(CASES, REPO / "data" / "keyed", step_order="keyed")
 
 
 if __name__ == "__main__":

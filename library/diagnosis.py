@@ -7,7 +7,7 @@ the right entity, wrong object) is knowledge the model lacks; a ``relation`` dep
 question's *i*-th relation not used at step *i*) is a model that knows its facts and lost its
 place in the chain, the length-generalization failure of docs/RECIPE.md findings 12 and 24-29.
 
-    $ kgr diagnose data/runs/reference
+    $ kgr diagnose data/runs/reference-chain
     sft   n=300 wrong=126  relation 83 (62 at step 5) | short 22 | fact 21 | ...
 
 Nothing is generated: a finished run is read as it is (episodes.jsonl and the question files).

@@ -73,7 +73,10 @@ class RunData:
     def load(cls, run: str | Path, *, kg: str | Path | None = None, questions: str | Path | None = None,
              kg_default: str | Path | None = None, questions_default: str | Path | None = None) -> "RunData":
         """``kg``/``questions``: explicit overrides (CLI flags) that win over everything; then
-        the run folder's own copies; then ``*_default`` (the storyboard's fields); then data/."""
+        the run folder's own copies; then, for questions, the eval file of the data folder the
+        run trained on (``meta.json`` config ``data_dir``: a run on data/keyed shows its
+        questions in the keyed wording it was asked in); then ``*_default`` (the storyboard's
+        fields); then data/."""
         rd = RunDir.open(run)
         meta = rd.read_meta() if (rd.path / "meta.json").exists() else {}
         metrics = rd.read_metrics()
@@ -84,7 +87,11 @@ class RunData:
                 return Path(explicit)
             return own if own.exists() else Path(default or fallback)
 
-        qpath = pick(questions, rd.path / RUN_QUESTIONS, questions_default, DEFAULT_QUESTIONS)
+        own_questions = rd.path / RUN_QUESTIONS
+        data_dir = (meta.get("config") or {}).get("data_dir")
+        if not own_questions.exists() and data_dir and (Path(data_dir) / DEFAULT_QUESTIONS.name).exists():
+            own_questions = Path(data_dir) / DEFAULT_QUESTIONS.name
+        qpath = pick(questions, own_questions, questions_default, DEFAULT_QUESTIONS)
         kpath = pick(kg, rd.path / RUN_KG, kg_default, DEFAULT_KG_PATH)
         return cls(path=rd.path, run_id=str(meta.get("run_id") or rd.run_id), meta=meta, metrics=metrics,
                    episodes=rd.read_episodes(), questions_path=qpath, kg_path=kpath)

@@ -48,9 +48,9 @@ def test_departures_name_the_first_wrong_step():
     assert block["wrong"] == {"fact": 1} and block["wrong_by_step"] == {"fact@1": 1}
 
 
-def test_committed_reference_run_loses_its_place_more_than_its_facts():
+def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
     # The measurement behind docs/RECIPE.md finding 40, read from the committed log.
-    report = diagnose_run(REPO / "data" / "runs" / "reference")
+    report = diagnose_run(REPO / "data" / "runs" / "reference-chain")
     assert set(report) == {"base", "sft", "rsft", "grpo"}
     sft = report["sft"]
     assert sft["n"] == 300 and sft["n_wrong"] == 126 == sum(sft["wrong"].values()) == sum(sft["wrong_by_step"].values())

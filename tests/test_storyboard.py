@@ -279,6 +279,11 @@ def test_the_short_over_the_reference_run_shows_its_distribution_experiment():
     data = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
     assert set(data.metrics["distribution"]) == {"easy", "hard"}
     assert [s.scene for s in resolve_shots(sb, data)] == SHORT_SCENES
+    # it trained on data/keyed: its questions are read from there, in the wording it was asked in
+    from library.wording import step_order_of
+
+    assert data.questions_path == Path("data/keyed/eval.jsonl")
+    assert step_order_of(next(iter(data.questions.values())).question) == "keyed"
 
 
 def test_training_curve_smoothing_stays_inside_each_phase(run_with_kg):

@@ -144,7 +144,14 @@ def test_profiles_load_and_reject_typos():
     assert (quick.sft.batch_size, quick.sft.grad_accum) == (full.sft.batch_size, full.sft.grad_accum) == (2, 1)
     assert (quick.grpo.beta, quick.grpo.temperature, quick.grpo.top_p) == (0.05, 0.6, 0.9)
     assert quick.eval.n_eval >= 150 and full.eval.n_eval == 300 and full.eval.shuffled
-    assert quick.sft.knowledge_epochs <= full.sft.knowledge_epochs and quick.sft.n_questions < full.sft.n_questions
+    assert quick.sft.knowledge_epochs <= full.sft.knowledge_epochs and quick.sft.n_questions <= full.sft.n_questions
+    # the full profile trains and evaluates on the keyed step order (docs/RECIPE.md finding 41)
+    from library.jsonl import read_jsonl
+    from library.contracts import Question
+    from library.wording import step_order_of
+
+    repo = Path(__file__).resolve().parents[1]
+    assert step_order_of(read_jsonl(repo / full.data_dir / "eval.jsonl", Question)[0].question) == "keyed"
     assert full.distribution.enabled and not quick.distribution.enabled
     with pytest.raises(ConfigError):
         load_config("quick", {"grpo": {"betta": 0.1}})
