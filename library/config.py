@@ -89,7 +89,8 @@ class SFTSettings(_Strict):
     # The TRACE wording SFT demonstrates (library/wording.py: reference_trace): "copy" copies the
     # question's next step before each later fact (the data files' reference), "clauses" does not.
     # Measured on eval: copy 56.7% vs clauses 40.0% with quick's 600 3-hop rows; clauses 58.0%
-    # vs copy 34.3% with full's 1,600 mixed rows (docs/RECIPE.md findings 22-25).
+    # vs copy 34.3% with full's 1,600 mixed rows (docs/RECIPE.md findings 22-25). On questions in
+    # the keyed step order (data/keyed) "copy" copies the keyed step; the full profile: 78.7% (finding 41).
     # "rest" copies the whole rest of the chain after each tag (wording.py; RECIPE.md finding 28).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
