@@ -13,6 +13,12 @@ other processes on this shared machine hits both alike; the greedy outputs are c
 (they must be identical for fp32 engines; the bf16 engine reports its agreement, and
 ``benchmarks/precision_agreement.py`` measures it on a trained model's eval answers). Prompts
 are the ``prompt`` field of data/eval.jsonl when it exists.
+
+Two prefill measurements follow, each before/after in the same run and in both precisions (a
+batch's prefill is ~1/3 of a sampled batch-32 case in fp32): the LM head on the last prompt
+position taken as a strided view (what ``logits_to_keep=1`` does) against a gathered copy (what
+the generator passes), and 32 eval prompts prefilled with their shared chat-template prefix run
+once against run per row (``--no-prefill-cases`` skips both).
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ def main() -> None:
     parser.add_argument("--engines", default="torch,torch:bfloat16,ct2:int8,ct2:float32",
                         help="the pipeline generator's engines to measure (torch[:float32|bfloat16], "
                              "ct2:<compute type>)")
+    parser.add_argument("--no-prefill-cases", action="store_true", help="skip the two prefill measurements")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model)
@@ -158,7 +165,54 @@ def main() -> None:
                             "ratio": round(rates[pipeline_engine] / rate_p, 2), "pipeline_engine": pipeline_engine,
                             "engines_tok_s": {e: round(r, 1) for e, r in rates.items()},
                             "plain_tokens": tok_p, "ours_tokens": tokens[pipeline_engine]})
+        if not args.no_prefill_cases:
+            results += prefill_cases(model, tok, prompts[:32])
     print(json.dumps(results))
+
+
+def _seconds(fn, repeats: int = 3) -> float:
+    """The best of ``repeats`` timings (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@torch.inference_mode()
+def prefill_cases(model, tok, texts: list[str]) -> list[dict]:
+    """Before/after of the generator's two prefill choices, fp32 and bf16, same process."""
+    import library.generate as generation
+
+    ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in texts]
+    out = []
+    for precision in ("float32", "bfloat16"):
+        with generation.generation_model(model, precision=precision) as gen_model:
+            hidden = torch.randn(len(ids), max(map(len, ids)), model.config.hidden_size,
+                                 dtype=next(gen_model.parameters()).dtype)
+            head = gen_model.get_output_embeddings()
+            strided = _seconds(lambda: head(hidden[:, -1:, :]))
+            gathered = _seconds(lambda: head(hidden[:, torch.tensor([hidden.shape[1] - 1]), :]))
+            print(f"last-position head {precision}, {len(ids)} rows: strided view {strided * 1e3:.1f} ms, "
+                  f"gathered {gathered * 1e3:.1f} ms ({strided / gathered:.1f}x)", flush=True)
+            out.append({"case": f"last_position_head_{precision}", "before_ms": round(strided * 1e3, 1),
+                        "after_ms": round(gathered * 1e3, 1), "ratio": round(strided / gathered, 2)})
+            default = generation.MIN_SHARED_PREFIX
+            shared_tokens = generation._shared_prefix_length(ids)
+            try:
+                generation.MIN_SHARED_PREFIX = 10**9
+                per_row = _seconds(lambda: generation._prefill(gen_model, ids, tok.pad_token_id or 0), 2)
+            finally:
+                generation.MIN_SHARED_PREFIX = default
+            shared = _seconds(lambda: generation._prefill(gen_model, ids, tok.pad_token_id or 0), 2)
+            print(f"prefill {precision}, {len(ids)} prompts ({shared_tokens} shared tokens): per row "
+                  f"{per_row:.2f} s, shared once {shared:.2f} s ({per_row / shared:.2f}x)", flush=True)
+            out.append({"case": f"prefill_shared_prefix_{precision}", "before_s": round(per_row, 2),
+                        "after_s": round(shared, 2), "ratio": round(per_row / shared, 2),
+                        "shared_tokens": shared_tokens})
+    return out
 
 
 if __name__ == "__main__":

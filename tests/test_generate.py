@@ -72,6 +72,37 @@ def test_duplicate_prompts_share_a_prefill_and_keep_positions(tiny):
     assert stats.sequences == 3 and stats.new_tokens > 0
 
 
+@pytest.mark.parametrize("texts", [PROMPTS, ["Which tool A?", "Which tool B?", "Which tool C?"]],
+                         ids=["padded", "equal-length"])
+def test_shared_prompt_prefix_runs_once_and_changes_nothing(tiny, monkeypatch, texts):
+    import library.generate as generation
+
+    model, tok = tiny
+    ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in texts]
+    assert generation._shared_prefix_length(ids) >= generation.MIN_SHARED_PREFIX  # the chat template's turn
+    shared = generate(model, tok, texts, max_new_tokens=10, batch_size=8, progress=False)
+    monkeypatch.setattr(generation, "MIN_SHARED_PREFIX", 10**9)
+    assert generation._shared_prefix_length(ids) == 0
+    alone = generate(model, tok, texts, max_new_tokens=10, batch_size=8, progress=False)
+    assert shared == alone
+    assert [g[0] for g in shared] == _plain_greedy(model, tok, texts, 10)
+
+
+def test_prefill_with_a_shared_prefix_gives_each_prompts_own_next_token_logits(tiny):
+    from library.generate import _prefill, _shared_prefix_length
+
+    model, tok = tiny
+    ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in PROMPTS]
+    assert _shared_prefix_length(ids) > 0
+    with torch.inference_mode():
+        logits, cache, mask, positions, padded = _prefill(model, ids, tok.pad_token_id or 0)
+        for row, prompt in enumerate(ids):
+            alone = model(input_ids=torch.tensor([prompt])).logits[0, -1]
+            assert torch.allclose(logits[row], alone, atol=1e-4), row
+    assert padded and mask.shape == (len(ids), max(map(len, ids)))
+    assert positions[:, -1].tolist() == [len(p) - 1 for p in ids]
+
+
 def test_completion_token_ids_stop_at_eos(tiny):
     model, tok = tiny
     eos = tok.eos_token_id
