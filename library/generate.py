@@ -18,6 +18,13 @@ What makes it faster (measured in ``benchmarks/generation.py``):
   enough either, which yields the same nucleus; after a fallback the draw runs over the
   nucleus only, not over 49k candidates a row (the base model's flat distributions took the
   full sort on 34 of 64 steps: sampled batch 32 went from 72-90 to 123-124 tok/s).
+- **A batch's shared prompt prefix is prefilled once** (:func:`_shared_prefix_length`): the chat
+  template's system turn, 22 of ~122 tokens of an eval prompt; its cache is copied to every row
+  and the rest of each prompt is left-padded after it (fp32 prefill of 32 eval prompts 3.39 ->
+  2.96 s).
+- **The prefill's LM head runs on a gathered last position**, not on a strided view of it: on
+  the view PyTorch broadcast the 49k x 576 head into one copy per row (2.6 s and 1.8 GB a bf16
+  batch of 32, on an AMX Xeon; see :func:`_prefill`).
 - **Length-sorted batching** (less left padding), ``torch.inference_mode``, only the last
   position's logits (``logits_to_keep=1``).
 - **LoRA merged for generation.** A peft model is merged into a copy of its weights
