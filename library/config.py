@@ -118,7 +118,11 @@ class RSFTSettings(_Strict):
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
     max_new_tokens: int = Field(90, ge=8)  # the longest 3-hop reference completion: 84 tokens
-    gen_batch_size: int = Field(32, ge=1)
+    # Rows sampled together (prompts x k_samples). Decoding is bound by reading the weights, so
+    # more rows a step cost little more: quick's SFT model, 32 three-hop prompts x 4 samples,
+    # 90 tokens (fourteenth session, AMX Xeon): bf16 353 tok/s at 32 rows, 506 at 64, 604 at
+    # 128; fp32 199 at 32, 335 at 128 (docs/MEASUREMENTS.md).
+    gen_batch_size: int = Field(128, ge=1)
     # Continues the SFT adapter, so a lower lr than SFT's first pass: it refines, it does not re-learn the format.
     learning_rate: float = Field(1e-4, gt=0)
     max_steps: int = Field(30, ge=1)
@@ -222,7 +226,11 @@ class EvalSettings(_Strict):
     # The shuffle drop is a property of a trained model; the full profile measures it for SFT
     # and the final phase and saves ~5 minutes of decoding per phase it skips.
     shuffled_phases: list[Literal["base", "sft", "rsft", "grpo"]] | None = None
-    batch_size: int = Field(32, ge=1)
+    # Greedy answers decoded together: quick's SFT model on 150 eval questions, 134 tokens
+    # (fourteenth session, AMX Xeon): bf16 41.2 s at 64 rows, 35.4 s at 128 (145/150 identical
+    # texts: bf16 rounds differently at another batch shape); fp32 75.5 s against 65.6 s
+    # (150/150 identical). Earlier: 64 rows 2.69 questions/s against 2.33 at 32.
+    batch_size: int = Field(128, ge=1)
     max_new_tokens: int = Field(134, ge=8)  # longest 5-hop reference completion: 129 tokens (+ eos)
     reward_preset: RewardPreset = "paper+edges"
     # In-TRACE fact recall (library/facts.trace_recall) teacher-forces this many of the eval
