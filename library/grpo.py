@@ -331,6 +331,25 @@ def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any
     return curve
 
 
+def micro_batches(completions_per_step: int, micro_batch: int | None) -> tuple[int, int]:
+    """(completions per forward/backward, micro-batches per step) for a GRPO step.
+
+    The micro-batch must divide the step's completions (TRL slices one generation batch into
+    equal parts); otherwise the largest divisor not above it is used.
+
+    >>> micro_batches(16, 4)
+    (4, 4)
+    >>> micro_batches(8, None)
+    (8, 1)
+    >>> micro_batches(12, 5)
+    (4, 3)
+    """
+    if not micro_batch or micro_batch >= completions_per_step:
+        return completions_per_step, 1
+    size = max(d for d in range(1, micro_batch + 1) if completions_per_step % d == 0)
+    return size, completions_per_step // size
+
+
 def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
              resume: bool = True, callbacks: list | None = None, monitor: Any = None):
@@ -374,12 +393,16 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     funcs, weights = scorer.reward_functions()
     rows = [{"prompt": format_prompt(tokenizer, q.prompt), "ex_id": q.id} for q in questions]
     completions_per_step = settings.prompts_per_step * settings.num_generations
+    micro_batch, accumulation = micro_batches(completions_per_step, settings.micro_batch_completions)
     args = GRPOConfig(
         **cpu_training_args(
             output_dir=str(ckpt_dir),
             max_steps=max_steps,
-            per_device_train_batch_size=completions_per_step,
-            gradient_accumulation_steps=1,
+            # One generation of completions_per_step a step, trained on in `accumulation`
+            # micro-batches (TRL: steps_per_generation = gradient_accumulation_steps; its "dapo"
+            # loss normalises by the whole generation batch's tokens, so the gradient is the same).
+            per_device_train_batch_size=micro_batch,
+            gradient_accumulation_steps=accumulation,
             num_generations=settings.num_generations,
             learning_rate=settings.learning_rate,
             beta=settings.beta,
