@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -251,6 +253,22 @@ def _eos_ids(model, tokenizer) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    """The forward's keyword for the KV cache: ``cache`` in recent transformers, where
+    ``past_key_values`` still works but warns that it goes away in 5.40; ``past_key_values`` in
+    older 5.x releases, which pyproject.toml allows (``transformers>=5.0``). Read from the
+    signature, so either release runs the same loop without the warning.
+
+    >>> class OlderModel:
+    ...     def forward(self, input_ids=None, past_key_values=None, use_cache=None): ...
+    >>> _cache_keyword(OlderModel)
+    'past_key_values'
+    """
+    parameters = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
 def _batches(order: list[int], per_batch: int) -> list[list[int]]:
     return [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
 
@@ -287,12 +305,13 @@ def _prefill(model, prompt_ids: list[list[int]], pad_id: int):
     device = next(model.parameters()).device
     b = len(prompt_ids)
     cache = DynamicCache()
+    cache_kw = _cache_keyword(type(model))
     shared = _shared_prefix_length(prompt_ids)
     if shared:
         # The tokens every prompt starts with (the chat template's system turn) are run once
         # and their cache copied to each row: 22 of ~122 tokens of an eval prompt.
         model(input_ids=torch.tensor([prompt_ids[0][:shared]], device=device),
-              position_ids=torch.arange(shared, device=device).unsqueeze(0), past_key_values=cache,
+              position_ids=torch.arange(shared, device=device).unsqueeze(0), **{cache_kw: cache},
               use_cache=True, logits_to_keep=1)
         cache.batch_repeat_interleave(b)
     rests = [ids[shared:] for ids in prompt_ids]
@@ -313,7 +332,7 @@ def _prefill(model, prompt_ids: list[list[int]], pad_id: int):
     # [32, 576, 49152] copy): 2,586 ms against 3.8 ms in bf16, 9.4 against 7.9 ms in fp32, a
     # batch of 32 on an AMX Xeon (benchmarks/generation.py, "last-position head", one run).
     out = model(input_ids=input_ids, attention_mask=mask if padded else None, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=torch.tensor([width - 1], device=device))
+                use_cache=True, logits_to_keep=torch.tensor([width - 1], device=device), **{cache_kw: cache})
     return out.logits[:, -1, :], cache, mask, positions, padded
 
 
@@ -332,6 +351,7 @@ def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new
         positions = positions.repeat_interleave(repeats, dim=0)
     rows = b * repeats
     last_pos = positions[:, -1:]
+    cache_kw = _cache_keyword(type(model))
     eos = torch.tensor(eos_ids, device=device)
 
     tokens: list[list[int]] = [[] for _ in range(rows)]
@@ -369,7 +389,7 @@ def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new
         seen += 1
         last_pos = last_pos + 1
         out = model(input_ids=nxt.unsqueeze(-1), attention_mask=full_mask[:, :seen] if full_mask is not None else None,
-                    position_ids=last_pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                    position_ids=last_pos, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
         logits = out.logits[:, -1, :]
     return tokens, finished
 

@@ -39,6 +39,21 @@ def test_greedy_equals_plain_generate(tiny):
     assert [g[0] for g in ours] == _plain_greedy(model, tok, PROMPTS, 12)
 
 
+def test_the_cache_goes_under_the_forwards_own_keyword_without_a_deprecation_warning(tiny):
+    """transformers 5.2x renamed ``past_key_values`` to ``cache`` and warns that the old name goes
+    away in 5.40; the loop must use whichever name the installed forward declares."""
+    import inspect
+    import warnings
+
+    model, tok = tiny
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*")
+        out = generate(model, tok, PROMPTS[:2], max_new_tokens=3, batch_size=2, progress=False)
+    assert len(out) == 2
+    declared = inspect.signature(type(model).forward).parameters
+    assert ("cache" in declared) or ("past_key_values" in declared)
+
+
 def test_order_restored_and_independent_of_batching(tiny):
     model, tok = tiny
     one = generate(model, tok, PROMPTS, max_new_tokens=8, batch_size=1, progress=False)
