@@ -187,15 +187,23 @@ def cpu_training_args(**kwargs) -> dict[str, Any]:
     default (``bf16=True``) is never taken blindly.
     """
     import torch
+    from transformers import TrainingArguments
 
     from library.model import compute_precision
 
+    # Activation ("gradient") checkpointing off: it recomputes activations to save memory we have.
+    # transformers 5.2x renamed the argument to ``activation_checkpointing`` and applies the old
+    # name only while the new one is unset, so TRL's default (``gradient_checkpointing=True``)
+    # would win over a new-name default of a later release; we set the name the installed
+    # TrainingArguments declares (pyproject allows any transformers>=5.0).
+    checkpointing = ("activation_checkpointing" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+                     else "gradient_checkpointing")
     base = dict(
         bf16=compute_precision() == "bfloat16",
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
         report_to=[],
-        gradient_checkpointing=False,
+        **{checkpointing: False},
         # fused AdamW: 0.12 s a step for all 135M weights on this CPU, against 0.6-0.8 s unfused
         optim="adamw_torch_fused",
         dataloader_num_workers=0,

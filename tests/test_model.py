@@ -148,6 +148,24 @@ def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
     assert m.compute_precision() == "float32"
 
 
+def test_trl_configs_train_without_activation_checkpointing_and_without_a_deprecation_warning(tmp_path):
+    """TRL defaults to gradient checkpointing; our configs turn it off under whichever name the
+    installed transformers declares, so neither the old name's FutureWarning nor TRL's default
+    survives into SFT or GRPO."""
+    import warnings
+
+    from trl import GRPOConfig, SFTConfig
+
+    from library.sft import cpu_training_args
+
+    for config_class in (SFTConfig, GRPOConfig):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*gradient_checkpointing.*deprecated.*")
+            config = config_class(output_dir=str(tmp_path), **cpu_training_args())
+        assert config.gradient_checkpointing is False
+        assert getattr(config, "activation_checkpointing", False) is False
+
+
 def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(monkeypatch):
     """Generation's "auto" is bf16 where training is, or where bf16 matmuls measure >= 1.5x fp32
     (the AVX512-BF16 EPYC: training stays fp32 there); explicit values win; training's
