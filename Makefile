@@ -10,7 +10,7 @@ RUN     ?= data/runs/demo
 
 # glibc malloc keeps freed memory instead of re-mmapping the same large training buffers every
 # step (5-20% faster isolated forward+backward passes; no gain measured inside TRL's trainer,
-# benchmarks/training.py; library/model.py keep_freed_memory, which
+# benchmarks/training.py; library/model/load.py keep_freed_memory, which
 # `kgr train` also applies at run time; the env form also covers allocations made before it).
 export MALLOC_MMAP_MAX_ = 0
 export MALLOC_TRIM_THRESHOLD_ = 100000000000
@@ -68,11 +68,21 @@ render: venv
 
 demo: venv data train render
 
-test: venv
+# `make test` also installs the mlx extra, so that tests/test_backend_mlx.py runs the mlx backend
+# end to end: on Linux x86-64 that is mlx-cpu (MLX's CPU build) + mlx-lm + mlx-lm-lora, ~20 MB,
+# seconds from PyPI, torch and transformers untouched; on platforms MLX has no build for the
+# extra installs nothing and the test skips with the reason. `make demo` does not install it.
+MLX_STAMP := $(VENV)/.installed-mlx
+
+$(MLX_STAMP): pyproject.toml | $(STAMP)
+	$(PYTHON) -m pip install -q -e ".[mlx]"
+	touch $(MLX_STAMP)
+
+test: venv $(MLX_STAMP)
 	$(BIN)/pytest -q
 
 # performance targets live here, never in unit tests (run by hand: ~20 minutes in all).
-# benchmarks/recipe_sweep.py (learning curves, ~20 minutes a case) is run on its own.
+# research sweeps (library/experiments/sweeps, ~20 minutes a case) are run on their own.
 bench: venv
 	$(PYTHON) benchmarks/reward_throughput.py
 	$(PYTHON) benchmarks/generation.py

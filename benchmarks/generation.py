@@ -1,4 +1,4 @@
-"""Generation throughput: plain ``model.generate`` against ``library.generate`` in one run.
+"""Generation throughput: plain ``model.generate`` against ``library.model.generate`` in one run.
 
 Usage::
 
@@ -34,8 +34,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from library.generate import GenerationStats, ct2_generator, generate_completions  # noqa: E402
-from library.model import format_prompt, load_model  # noqa: E402
+from library.model.generate import GenerationStats, generate_completions  # noqa: E402
+from library.model.load import format_prompt, load_model  # noqa: E402
 
 
 def load_prompts(n: int) -> list[str]:
@@ -79,22 +79,20 @@ def plain(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_toke
 
 
 def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_tokens: int, seed: int,
-         engine: str = "torch", ct2=None, precision: str = "float32"):
-    """The pipeline's generator (``library.generate``) with one engine; a ct2 generator is
-    converted once outside the timing (its conversion cost is reported on its own line). The
-    torch engine's bf16 copy of the weights is made inside the timing, as in the pipeline."""
+         precision: str = "float32"):
+    """The pipeline's generator (``library.model.generate``) in one precision; the bf16 copy of
+    the weights is made inside the timing, as in the pipeline."""
     stats = GenerationStats()
     out = generate_completions(model, tok, texts, max_new_tokens=max_new_tokens, do_sample=do_sample,
                                num_return_sequences=n, batch_size=len(texts) * n, seed=seed, progress=False,
-                               stats=stats, engine=engine, ct2=ct2, precision=precision)
+                               stats=stats, precision=precision)
     return stats.new_tokens, stats.seconds, [c.text for group in out for c in group]
 
 
 def main() -> None:
-    import contextlib
 
     from library.config import GenerationSettings, TrainConfig
-    from library.model import resolve_generation_precision, resolve_precision
+    from library.model.load import resolve_generation_precision, resolve_precision
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded")
@@ -102,9 +100,8 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--cases", default="greedy8,sampled8,greedy32,sampled32,group4x8",
                         help="comma list of greedy<B>, sampled<B>, group<P>x<N>")
-    parser.add_argument("--engines", default="torch,torch:bfloat16,ct2:int8,ct2:float32",
-                        help="the pipeline generator's engines to measure (torch[:float32|bfloat16], "
-                             "ct2:<compute type>)")
+    parser.add_argument("--engines", default="float32,bfloat16",
+                        help="the precisions of the pipeline's generator to measure")
     parser.add_argument("--no-prefill-cases", action="store_true", help="skip the two prefill measurements")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -113,60 +110,49 @@ def main() -> None:
     default = GenerationSettings()
     # The pipeline's engine as `kgr train` resolves it on this machine (precisions "auto").
     precision = resolve_generation_precision(default.precision, resolve_precision(TrainConfig().precision))
-    pipeline_engine = (("torch" if precision == "float32" else f"torch:{precision}") if default.engine == "torch"
-                       else f"ct2:{default.ct2_compute_type}")
+    pipeline_engine = precision
     engines = args.engines.split(",")
     if pipeline_engine not in engines:
         engines.insert(0, pipeline_engine)
 
-    with contextlib.ExitStack() as stack:
-        ct2 = {}
+    def run_ours(engine: str, texts, **kw):
+        return ours(model, tok, texts, precision=engine, **kw)
+
+    # Warm-up (first calls allocate and pick kernels).
+    for engine in engines:
+        run_ours(engine, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+    plain(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
+
+    print(f"model={args.model} threads={args.threads} max_new_tokens={args.max_new_tokens} "
+          f"pipeline engine={pipeline_engine}")
+    print(f"{'case':<12} {'plain tok/s':>12} " + " ".join(f"{e:>12}" for e in engines) + "  notes")
+    results = []
+    for case in args.cases.split(","):
+        if case.startswith("group"):
+            p, n = (int(x) for x in case[len("group"):].split("x"))
+            do_sample = True
+        else:
+            do_sample = case.startswith("sampled")
+            p, n = int(case.lstrip("greedysampled")), 1
+        texts = prompts[:p]
+        kw = dict(n=n, do_sample=do_sample, max_new_tokens=args.max_new_tokens, seed=0)
+        tok_p, sec_p, out_p = plain(model, tok, texts, **kw)
+        rates, notes, tokens = {}, [], {}
         for engine in engines:
-            if engine.startswith("ct2:"):
-                t0 = time.perf_counter()
-                ct2[engine] = stack.enter_context(ct2_generator(model, tok, engine.split(":")[1], threads=args.threads))
-                print(f"{engine}: merge + save + convert took {time.perf_counter() - t0:.1f}s (once per model version)")
-
-        def run_ours(engine: str, texts, **kw):
-            kind, _, variant = engine.partition(":")
-            return ours(model, tok, texts, engine=kind, ct2=ct2.get(engine),
-                        precision=variant if kind == "torch" and variant else "float32", **kw)
-
-        # Warm-up (first calls allocate and pick kernels).
-        for engine in engines:
-            run_ours(engine, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
-        plain(model, tok, prompts[:2], n=1, do_sample=False, max_new_tokens=4, seed=0)
-
-        print(f"model={args.model} threads={args.threads} max_new_tokens={args.max_new_tokens} "
-              f"pipeline engine={pipeline_engine}")
-        print(f"{'case':<12} {'plain tok/s':>12} " + " ".join(f"{e:>12}" for e in engines) + "  notes")
-        results = []
-        for case in args.cases.split(","):
-            if case.startswith("group"):
-                p, n = (int(x) for x in case[len("group"):].split("x"))
-                do_sample = True
-            else:
-                do_sample = case.startswith("sampled")
-                p, n = int(case.lstrip("greedysampled")), 1
-            texts = prompts[:p]
-            kw = dict(n=n, do_sample=do_sample, max_new_tokens=args.max_new_tokens, seed=0)
-            tok_p, sec_p, out_p = plain(model, tok, texts, **kw)
-            rates, notes, tokens = {}, [], {}
-            for engine in engines:
-                tok_o, sec_o, out_o = run_ours(engine, texts, **kw)
-                rates[engine], tokens[engine] = tok_o / sec_o, tok_o
-                if not do_sample:
-                    notes.append(f"{engine} greedy = plain: {sum(a == b for a, b in zip(out_p, out_o))}/{len(out_p)}")
-            rate_p = tok_p / sec_p
-            print(f"{case:<12} {rate_p:>12.1f} " + " ".join(f"{rates[e]:>12.1f}" for e in engines)
-                  + "  " + "; ".join(notes), flush=True)
-            results.append({"case": case, "plain_tok_s": round(rate_p, 1),
-                            "ours_tok_s": round(rates[pipeline_engine], 1),
-                            "ratio": round(rates[pipeline_engine] / rate_p, 2), "pipeline_engine": pipeline_engine,
-                            "engines_tok_s": {e: round(r, 1) for e, r in rates.items()},
-                            "plain_tokens": tok_p, "ours_tokens": tokens[pipeline_engine]})
-        if not args.no_prefill_cases:
-            results += prefill_cases(model, tok, prompts[:32])
+            tok_o, sec_o, out_o = run_ours(engine, texts, **kw)
+            rates[engine], tokens[engine] = tok_o / sec_o, tok_o
+            if not do_sample:
+                notes.append(f"{engine} greedy = plain: {sum(a == b for a, b in zip(out_p, out_o))}/{len(out_p)}")
+        rate_p = tok_p / sec_p
+        print(f"{case:<12} {rate_p:>12.1f} " + " ".join(f"{rates[e]:>12.1f}" for e in engines)
+              + "  " + "; ".join(notes), flush=True)
+        results.append({"case": case, "plain_tok_s": round(rate_p, 1),
+                        "ours_tok_s": round(rates[pipeline_engine], 1),
+                        "ratio": round(rates[pipeline_engine] / rate_p, 2), "pipeline_engine": pipeline_engine,
+                        "engines_tok_s": {e: round(r, 1) for e, r in rates.items()},
+                        "plain_tokens": tok_p, "ours_tokens": tokens[pipeline_engine]})
+    if not args.no_prefill_cases:
+        results += prefill_cases(model, tok, prompts[:32])
     print(json.dumps(results))
 
 
@@ -184,7 +170,7 @@ def _seconds(fn, repeats: int = 3) -> float:
 @torch.inference_mode()
 def prefill_cases(model, tok, texts: list[str]) -> list[dict]:
     """Before/after of the generator's two prefill choices, fp32 and bf16, same process."""
-    import library.generate as generation
+    import library.model.generate as generation
 
     ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in texts]
     out = []

@@ -41,7 +41,7 @@ def fixture_run(root: Path) -> Path:
     from conftest import TINY_KG  # noqa: E402
     from fixture_run import build_fixture_run  # noqa: E402
 
-    from library.kg import KnowledgeGraph
+    from library.graph.kg import KnowledgeGraph
 
     run = build_fixture_run(root, KnowledgeGraph.from_dict(json.loads(json.dumps(TINY_KG))))
     (run.path / "kg.json").write_text(json.dumps(TINY_KG))

@@ -13,8 +13,8 @@ the KG's size (printed with the results).
 
 The machine may be shared, so every timed run of a reward model is paired with a timed
 run of the naive loop just before it, and each figure is the best of --repeats runs.
-``--baseline FILE`` benchmarks another copy of library/reward.py (e.g. the previous
-commit's, from ``git show 88a3752:library/reward.py > /tmp/reward_before.py``) in the same
+``--baseline FILE`` benchmarks another copy of library/scoring/reward.py (e.g. the previous
+commit's, from ``git show 88a3752:library/scoring/reward.py > /tmp/reward_before.py``) in the same
 process, so before and after are measured under the same load:
 
     .venv/bin/python benchmarks/reward_throughput.py --baseline /tmp/reward_before.py
@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from library.contracts import Question  # noqa: E402
-from library.kg import KnowledgeGraph, load_kg  # noqa: E402
-from library.reward import RewardConfig, RewardModel  # noqa: E402
+from library.graph.kg import KnowledgeGraph, load_kg  # noqa: E402
+from library.scoring.reward import RewardModel  # noqa: E402
 
 
 def load_graph(path: Path) -> tuple[KnowledgeGraph, str]:
@@ -189,7 +189,7 @@ def timed_pair(fn, naive_fn, repeats: int) -> tuple[float, float]:
 
 
 def load_reward_module(path: Path):
-    """Another copy of library/reward.py, imported under its own name."""
+    """Another copy of library/scoring/reward.py, imported under its own name."""
     spec = importlib.util.spec_from_file_location("_reward_baseline", path)
     mod = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--synthetic", type=int, default=0, metavar="N", help="use a synthetic KG of N entities instead")
     ap.add_argument("--baseline", type=Path, default=None, metavar="FILE",
-                    help="also benchmark this copy of library/reward.py (the 'before'), in the same process")
+                    help="also benchmark this copy of library/scoring/reward.py (the 'before'), in the same process")
     ap.add_argument("--presets", default="toy,paper+edges")
     args = ap.parse_args(argv)
 

@@ -5,21 +5,21 @@ Usage::
     .venv/bin/python benchmarks/training.py              # embedded SmolLM2-135M, ~3 minutes
     .venv/bin/python benchmarks/training.py --model tiny # smoke run
 
-Both cases run ``--steps`` optimizer steps of TRL's SFTTrainer through ``library.sft``, in the
+Both cases run ``--steps`` optimizer steps of TRL's SFTTrainer through ``library.train.sft``, in the
 same process, on the same machine state:
 
 - ``baseline``: the first version's SFT: LoRA r=16 on all projections, batches of 8 question
   rows padded to the longest (pad tokens computed and masked), lr 2e-4, TRL's own loss;
 - ``baseline_pipeline_loss``: the same LoRA batches with the pipeline's loss
-  (``library.sft.completion_positions_loss``), the figure for LoRA SFT (``lora_real_tok_s``);
+  (``library.train.sft.completion_positions_loss``), the figure for LoRA SFT (``lora_real_tok_s``);
 - ``pipeline_default_malloc``: the quick profile's SFT settings (``library/profiles/quick.yaml``):
   the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
   pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
   allocator settings (run it without ``MALLOC_MMAP_MAX_`` in the environment, as ``make bench`` does);
-- ``pipeline_trl_loss``: the same rows after ``library.model.keep_freed_memory()``, with TRL's own
+- ``pipeline_trl_loss``: the same rows after ``library.model.load.keep_freed_memory()``, with TRL's own
   SFT loss (on CPU its fused LM head projects every position, prompt tokens included);
 - ``pipeline_float32`` (only when ``--precision`` resolves to bfloat16): the pipeline in float32;
-- ``pipeline``: the same, with the pipeline's loss (``library.sft.completion_positions_loss``:
+- ``pipeline``: the same, with the pipeline's loss (``library.train.sft.completion_positions_loss``:
   only the scored positions go through the LM head), as ``kgr train`` runs: in the compute
   precision that ``precision: auto`` resolves to here (bf16 autocast on an AMX CPU).
 
@@ -52,12 +52,12 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
             full: bool, lora, learning_rate: float, trl_loss: bool = False, precision: str = "float32") -> dict:
     import types
 
-    from library.model import using_precision
+    from library.model.load import using_precision
 
     from transformers import TrainerCallback
     from trl import SFTTrainer
 
-    from library.sft import build_sft_trainer
+    from library.train.sft import build_sft_trainer
 
     times: list[float] = []
 
@@ -102,9 +102,9 @@ def main() -> None:
     import torch
 
     from library.config import LoraSettings, load_config
-    from library.model import keep_freed_memory, load_model, resolve_precision
-    from library.sft import question_rows, sft_examples, sft_rows
-    from library.train import load_data, make_selection
+    from library.model.load import keep_freed_memory, load_model, resolve_precision
+    from library.train.sft import question_rows, sft_examples, sft_rows
+    from library.train.data import load_data, make_selection
 
     torch.set_num_threads(args.threads)
     precision = resolve_precision(args.precision)

@@ -34,7 +34,7 @@ def data(
     n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions (4-5 hops, disjoint from eval)."),
     n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions (4-5 hops, disjoint from eval and train_hard; recipe sweeps choose on it)."),
     step_order: str = typer.Option(_DATA_DEFAULTS.step_order, help="How questions order their steps: chain | keyed "
-                                   "(later steps keyed by tags, shuffled; docs/RECIPE.md finding 41)."),
+                                   "(later steps keyed by tags, shuffled; docs/FINDINGS.md finding 41)."),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
 ) -> None:
     """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
@@ -59,19 +59,24 @@ def data(
 
 @app.command()
 def demo(
-    runs: list[Path] = typer.Argument(None, help="Run folders, or folders of run folders (default: data/runs)."),
+    runs: list[Path] = typer.Argument(None, help="Run folders, or folders of run folders "
+                                                 "(default: data/runs/reference, else every run in data/runs)."),
     out: Path = typer.Option(Path("renders/demo"), help="Output folder for the static site."),
-    kg: Path = typer.Option(Path("data/kg.json"), help="KG for runs without their own kg.json."),
-    data_dir: Path = typer.Option(Path("data"), "--data", help="Where the question files (eval.jsonl, ...) are."),
+    kg: Path = typer.Option(None, help="KG for every run (default: each run's own, from its meta.json)."),
+    data_dir: Path = typer.Option(None, "--data", help="Question files for every run (default: each run's own)."),
+    open_on: str = typer.Option("reference", "--open", help="The run (folder name) the page opens on."),
 ) -> None:
     """Render the static demo site (episode player, KG path, reward HUD, charts) into OUT.
 
     Open OUT/index.html directly, or serve it with `kgr serve` (which also enables Try it).
-    Bad run folders are skipped, with the reason shown on the page and here.
+    It packs the runs it is given: by default the reference run alone (a page of a few MB); name
+    others to add them (data/runs, data/runs/quick, data/experiments/quick-seed1 ...). Bad run
+    folders are skipped, with the reason shown on the page and here.
     """
-    from library.demo.site import build_demo
+    from library.demo.site import build_demo, default_runs
 
-    index, site = build_demo(runs or [Path("data/runs")], out, kg_path=kg, data_dir=data_dir)
+    index, site = build_demo(runs or default_runs(open_on=open_on), out, kg_path=kg, data_dir=data_dir,
+                             open_on=open_on)
     for s in site.skipped:
         console.print(f"[yellow]skipped[/] {escape(s['path'])}: {escape(s['reason'])}", soft_wrap=True, highlight=False)
     typer.echo(f"wrote {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
@@ -84,7 +89,7 @@ def serve(
     model: Path = typer.Option(None, help="Run folder whose trained adapter answers Try it (enables /api/try)."),
     phase: str = typer.Option(None, help="Adapter phase to load (default: newest of final/grpo/rsft/sft)."),
     base: str = typer.Option(None, help="Base model spec (default: the run's meta.json model.spec)."),
-    kg: Path = typer.Option(Path("data/kg.json"), help="KG for the run if it has no kg.json of its own."),
+    kg: Path = typer.Option(None, help="KG for the run (default: the one it was trained on)."),
     max_new_tokens: int = typer.Option(96, help="Generation length for Try it."),
     verbose: bool = typer.Option(False, help="Log every request."),
 ) -> None:
@@ -92,9 +97,9 @@ def serve(
     from library.demo.server import serve as run_server
 
     if not (directory / "index.html").exists():
-        from library.demo.site import build_demo
+        from library.demo.site import build_demo, default_runs
 
-        index, site = build_demo([Path("data/runs")], directory, kg_path=kg)
+        index, site = build_demo(default_runs(), directory)
         typer.echo(f"built {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
     tryit = None
     if model is not None:
@@ -119,7 +124,7 @@ def train(
                                                   "precision of evaluation, RSFT sampling and GRPO rollouts."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
-    backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon) | unsloth (NVIDIA CUDA)."),
+    backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon; Linux x86-64 via mlx-cpu) | unsloth (NVIDIA CUDA)."),
     load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="unsloth only: load the base model in 4 bit."),
     max_seq_length: int = typer.Option(None, help="unsloth only: maximum sequence length."),
     eval_device: str = typer.Option(None, help="mlx only: torch device for evaluation (cpu | mps)."),
@@ -145,11 +150,11 @@ def train(
     split between the processes and gathered; only the main process writes the run folder, so
     the folder is the same as a one-process run's. Resume with the same command and --resume.
     """
-    from library.backends import BackendUnavailable
-    from library.backends.pipeline import run_training_with_backend
+    from library.train.backends import BackendUnavailable
+    from library.train.backends.pipeline import run_training_with_backend
     from library.config import ConfigError, load_config
-    from library.runs import DEFAULT_RUNS_ROOT, new_run_id
-    from library.train import ResumeError
+    from library.runs.folder import DEFAULT_RUNS_ROOT, new_run_id
+    from library.train.pipeline import ResumeError
 
     overrides: dict = {}
     if model is not None:
@@ -174,7 +179,7 @@ def train(
         console.print(f"[red]error:[/] --stop-after {stop_after}: not a phase of this run "
                       f"({', '.join(config.phases())})")
         raise typer.Exit(2)
-    from library.distributed import from_main_process, launch, launched_world_size
+    from library.model.distributed import from_main_process, launch, launched_world_size
 
     if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
         run_dir = Path(from_main_process(str(run_dir)))
@@ -183,11 +188,15 @@ def train(
         # the run folder is fixed here so that every process writes into the same one.
         raise typer.Exit(launch(processes, _relaunch_args(sys.argv[1:], run_dir),
                                 config_file=str(accelerate_config) if accelerate_config else None))
+    from library.experiments import ExperimentError, run_experiments
+
     try:
         result = run_training_with_backend(config, run_dir, backend=backend, resume=resume, console=console,
                                            load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
                                            eval_device=eval_device, stop_after=stop_after)
-    except (ResumeError, BackendUnavailable) as exc:
+        if result.read_meta().get("status") == "complete":  # the experiments the profile enables, beside the phases
+            run_experiments(config, result.path, console=console)
+    except (ResumeError, BackendUnavailable, ExperimentError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2)
     console.print(str(result.path))
@@ -213,7 +222,7 @@ def monitor(
     run: Path = typer.Argument(..., help="A run folder (read only unless --write)."),
     out: Path = typer.Option(None, help="Write the report (settings and every step) as JSON here."),
     write: bool = typer.Option(False, "--write", help="Store the recomputed blocks as the run's metrics.json "
-                               "'monitor' section (what training writes; for runs older than the monitor)."),
+                               "'monitor' section (the block training writes)."),
     data_dir: Path = typer.Option(None, "--data", help="Question files of the rollouts (default: the run's data_dir)."),
     kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
 ) -> None:
@@ -223,8 +232,8 @@ def monitor(
     Exits 1 when a step is judged stop, 0 otherwise.
     """
     from library.jsonl import atomic_write_json
-    from library.monitor import monitor_run
-    from library.runs import RunDir
+    from library.evaluation.monitor import monitor_run
+    from library.runs.folder import RunDir
 
     try:
         report = monitor_run(run, data_dir=data_dir, kg_path=kg,
@@ -235,8 +244,8 @@ def monitor(
     if out is not None:
         atomic_write_json(out, report)
     if write:
-        # The same function training calls for metrics.json (library.train.phase_monitor_block),
-        # over the same logged rollouts: a run from before the monitor gets the block it would have had.
+        # The same function training calls for metrics.json (library.train.pipeline.phase_monitor_block),
+        # over the same logged rollouts.
         run_dir = RunDir.open(run)
         metrics = run_dir.update_metrics("monitor", report["phases"])
         if "ablation" in report:
@@ -269,7 +278,7 @@ def diagnose(
     """Why a run's answers are wrong: per phase, where each eval TRACE first leaves its gold path
     (relation: lost its place in the question's chain; fact: wrong object of the right
     relation; short / long: stopped early or went on), read from the stored claims."""
-    from library.diagnosis import diagnose_run
+    from library.evaluation.diagnosis import diagnose_run
     from library.jsonl import atomic_write_json
 
     try:
@@ -290,6 +299,26 @@ def diagnose(
         typer.echo(f"{phase:<5} n={block['n']:<4} wrong={block['n_wrong']:<4} first departure: " + " | ".join(parts))
     if out is not None:
         atomic_write_json(out, {"run": str(run), "split": split, "phases": report})
+
+
+@app.command()
+def migrate(
+    runs: list[Path] = typer.Argument(..., help="Run folders written by an older version of the library."),
+    data_dir: Path = typer.Option(None, "--data", help="Question files (default: the run's data_dir)."),
+    kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
+) -> None:
+    """Bring old run folders to the current log format, in place (claims, verdicts and episode
+    kinds stored with every episode), so every reader reads one format."""
+    from library.runs.migrate import migrate_run
+
+    for run in runs:
+        try:
+            counts = migrate_run(run, data_dir=data_dir, kg=kg)
+        except (DataFileError, ValueError) as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+            raise typer.Exit(2) from None
+        typer.echo(f"{run}: {counts['episodes']} episode(s) in {counts['files']} file(s), "
+                   f"{counts['meta']} meta.json updated")
 
 
 def _load_plugins() -> None:

@@ -29,13 +29,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
 Distribution = Literal["easy", "hard", "mix"]
-# A reward preset name as library.reward.RewardConfig.preset_named reads it: toy | paper, optionally
+# A reward preset name as library.scoring.reward.RewardConfig.preset_named reads it: toy | paper, optionally
 # "+edges" (edge-verified component) and/or "+correctness" (correctness-only total), or "correctness".
 RewardPreset = Annotated[str, AfterValidator(lambda name: _check_preset(name))]
 
 
 def _check_preset(name: str) -> str:
-    from library.reward import RewardConfig  # light: no torch
+    from library.scoring.reward import RewardConfig  # light: no torch
 
     RewardConfig.preset_named(name)  # raises ValueError with the known names
     return name
@@ -63,7 +63,7 @@ class LoraSettings(_Strict):
 class SFTSettings(_Strict):
     """LoRA SFT on the gold ``TRACE/ANSWER`` completions of data/train.jsonl (loss on the completion only)."""
 
-    # "full": every weight trains (faster fact learning per token here, docs/RECIPE.md); RSFT and
+    # "full": every weight trains (faster fact learning per token here, docs/FINDINGS.md); RSFT and
     # GRPO then train LoRA adapters (``lora``) on the fine-tuned model, as the paper runs GRPO on
     # its merged SFT model. "lora": SFT trains the adapter that RSFT/GRPO continue.
     method: Literal["lora", "full"] = "lora"
@@ -71,7 +71,7 @@ class SFTSettings(_Strict):
     learning_rate: float = Field(2e-4, gt=0)
     # None: one pass over the examples (knowledge_epochs x facts + question_epochs x questions)
     max_steps: int | None = Field(None, ge=1)
-    # Knowledge stage (library/facts.py): passes over every KG fact, mixed with the questions.
+    # Knowledge stage (library/train/facts.py): passes over every KG fact, mixed with the questions.
     knowledge_epochs: int = Field(0, ge=0)
     facts_per_row: int = Field(16, ge=1)
     # Reference traces of training questions (train.jsonl minus the GRPO pool) added as
@@ -86,12 +86,10 @@ class SFTSettings(_Strict):
     # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
     # 1-hop row, and practises the longest chain the main pipeline may train on.
     question_hops: list[int] | None = None
-    # The TRACE wording SFT demonstrates (library/wording.py: reference_trace): "copy" copies the
-    # question's next step before each later fact (the data files' reference), "clauses" does not.
-    # Measured on eval: copy 56.7% vs clauses 40.0% with quick's 600 3-hop rows; clauses 58.0%
-    # vs copy 34.3% with full's 1,600 mixed rows (docs/RECIPE.md findings 22-25). On questions in
-    # the keyed step order (data/keyed) "copy" copies the keyed step; the full profile: 78.7% (finding 41).
-    # "rest" copies the whole rest of the chain after each tag (wording.py; RECIPE.md finding 28).
+    # The TRACE wording SFT demonstrates (library/questions/wording.py: reference_trace): "copy"
+    # copies the question's next step before each later fact (the data files' reference),
+    # "clauses" does not, "rest" copies the whole rest of the chain after each tag. Which one
+    # teaches best depends on the rows and the step order (docs/FINDINGS.md findings 22-28, 41).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
     batch_size: int = Field(8, ge=1)
@@ -109,9 +107,8 @@ class RSFTSettings(_Strict):
 
     enabled: bool = True
     distribution: Distribution = "easy"
-    # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl, 1-3). RL on
-    # chains one hop longer than SFT demonstrated asks the model to extend its procedure with its
-    # own traces (docs/RECIPE.md, eighth session).
+    # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl, 1-3): RL
+    # learns where SFT is sometimes wrong (docs/FINDINGS.md findings 34-36).
     prompt_hops: list[int] | None = None
     n_prompts: int = Field(256, ge=1)
     k_samples: int = Field(4, ge=1)
@@ -119,9 +116,7 @@ class RSFTSettings(_Strict):
     top_p: float = Field(0.95, gt=0, le=1)
     max_new_tokens: int = Field(90, ge=8)  # the longest 3-hop reference completion: 84 tokens
     # Rows sampled together (prompts x k_samples). Decoding is bound by reading the weights, so
-    # more rows a step cost little more: quick's SFT model, 32 three-hop prompts x 4 samples,
-    # 90 tokens (fourteenth session, AMX Xeon): bf16 353 tok/s at 32 rows, 506 at 64, 604 at
-    # 128; fp32 199 at 32, 335 at 128 (docs/MEASUREMENTS.md).
+    # more rows a step cost little more (docs/MEASUREMENTS.md, "Batch sizes").
     gen_batch_size: int = Field(128, ge=1)
     # Continues the SFT adapter, so a lower lr than SFT's first pass: it refines, it does not re-learn the format.
     learning_rate: float = Field(1e-4, gt=0)
@@ -147,7 +142,7 @@ class GRPOSettings(_Strict):
     max_steps: int = Field(100, ge=1)
     n_prompts: int = Field(400, ge=1)  # the RL pool, held out of SFT (the paper's "5,000 diverse ones go to RL")
     reward_preset: RewardPreset = "paper+edges"
-    # Sample the groups with library.generate (shared prefill per group) through TRL's
+    # Sample the groups with library.model.generate (shared prefill per group) through TRL's
     # rollout_func, instead of TRL's model.generate.
     pipeline_generator: bool = True
     loss_type: str = "dapo"
@@ -155,14 +150,13 @@ class GRPOSettings(_Strict):
     save_steps: int = Field(10, ge=1)
     # Completions per forward/backward: a step's prompts_per_step x num_generations completions
     # are generated and scored together, then trained on in micro-batches of this many
-    # (gradient accumulation; None: all in one). One forward/backward of the embedded model with
-    # LoRA, 224 tokens a row (fourteenth session): 16 rows +10.9 GB peak RSS in 25.0 s, 4 rows
-    # +2.3 GB in 3.5 s (docs/MEASUREMENTS.md).
+    # (gradient accumulation; None: all in one): peak memory grows with the rows of one
+    # forward/backward, the result does not (docs/MEASUREMENTS.md, "GRPO micro-batches").
     micro_batch_completions: int | None = Field(4, ge=1)
 
 
 class MonitorSettings(_Strict):
-    """The reward-hacking monitor of the RL phases (library/monitor.py): per RSFT round or GRPO
+    """The reward-hacking monitor of the RL phases (library/evaluation/monitor.py): per RSFT round or GRPO
     step, signals read from that step's scored rollouts, each against its threshold. One signal
     over its threshold is a warning; two over, or one over ``far_over_factor`` times its
     threshold, is a stop, which (``action: stop``) saves a checkpoint and ends the phase.
@@ -178,15 +172,11 @@ class MonitorSettings(_Strict):
     warmup_steps: int = Field(2, ge=1)  # steps whose rollouts form the baseline of the relative signals
     far_over_factor: float = Field(2.0, gt=1)
     # A step whose rollouts come from fewer prompts can warn but not stop: with 2 prompts x 4
-    # samples one prompt moves a share by 50 points (the quick run's GRPO was stopped at KL 8e-7
-    # by one group the SFT policy answered wrong; docs/RECIPE.md finding 20).
+    # samples one prompt moves a share by 50 points (docs/FINDINGS.md finding 20).
     min_prompts_to_stop: int = Field(4, ge=1)
     # A step whose logged KL to the starting policy is below this can warn but not stop: the
-    # policy has not moved, so its rollouts show the starting policy's habits, not a learned hack.
-    # The full profile's GRPO (copy recipe, twelfth session) was stopped at step 5 of 30 at KL
-    # 1e-6 by one group of 4 that listed options and named the path with a wrong letter (31% of
-    # step 1's rollouts listed options, before any update). KL in every GRPO run at lr 2e-5 here:
-    # <= 6e-5 over 30 steps; 10x the rate moved it to 7e-4 (docs/RECIPE.md finding 21).
+    # policy has not moved, so its rollouts show the starting policy's habits, not a learned hack
+    # (docs/FINDINGS.md finding 21).
     min_kl_to_stop: float = Field(1e-4, ge=0)
     # absolute: shares of a step's rollouts
     max_spam_rate: float = Field(0.2, gt=0, le=1)  # a spam penalty, or an entity named too often
@@ -204,21 +194,12 @@ class MonitorSettings(_Strict):
 
 
 class GenerationSettings(_Strict):
-    """How every phase generates (eval answers, RSFT samples): one engine for all of them.
+    """How every phase generates (eval answers, RSFT samples, GRPO groups): library/model/generate.py."""
 
-    "ct2" (CTranslate2, int8 weights) decodes several times faster on CPU than the PyTorch loop
-    (benchmarks/generation.py, with its agreement against fp32); "torch" is exact fp32 and
-    needs no extra package.
-    """
-
-    engine: Literal["torch", "ct2"] = "torch"
-    ct2_compute_type: Literal["int8", "float32", "int8_float32"] = "int8"
-    # Precision of the "torch" engine's weights copy, separate from training's `precision`.
+    # Precision of the generator's weights copy, separate from training's `precision`.
     # "auto": bfloat16 where training is bf16, and also on CPUs without AMX whose bf16 matmuls
-    # measure >= 1.5x fp32 (library.model.resolve_generation_precision). Measured on an
-    # AVX512-BF16 AMD EPYC: bf16 generation 2.9x plain generate at batch 32, and on the
-    # fp32-trained quick SFT model -1.3 points [-4.7, +2.0] against fp32 (137/150 answers
-    # identical); bf16 *training* there cost 15 points, so training stays fp32 (docs/MEASUREMENTS.md).
+    # measure >= 1.5x fp32 (library.model.load.resolve_generation_precision): faster, and within
+    # noise of fp32 answers, where bf16 *training* is not (docs/MEASUREMENTS.md, "Precision").
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
@@ -229,19 +210,16 @@ class EvalSettings(_Strict):
     n_train_sample: int = Field(64, ge=0)
     shuffled: bool = True
     # Phases whose answers are also measured on the option-shuffled copy (None: every phase).
-    # The shuffle drop is a property of a trained model; the full profile measures it for SFT
-    # and the final phase and saves ~5 minutes of decoding per phase it skips.
+    # The shuffle drop is a property of a trained model, so SFT and the final phase suffice.
     shuffled_phases: list[Literal["base", "sft", "rsft", "grpo"]] | None = None
-    # Greedy answers decoded together: quick's SFT model on 150 eval questions, 134 tokens
-    # (fourteenth session, AMX Xeon): bf16 41.2 s at 64 rows, 35.4 s at 128 (145/150 identical
-    # texts: bf16 rounds differently at another batch shape); fp32 75.5 s against 65.6 s
-    # (150/150 identical). Earlier: 64 rows 2.69 questions/s against 2.33 at 32.
+    # Greedy answers decoded together: larger batches read the weights once for more rows
+    # (docs/MEASUREMENTS.md, "Batch sizes").
     batch_size: int = Field(128, ge=1)
     max_new_tokens: int = Field(134, ge=8)  # longest 5-hop reference completion: 129 tokens (+ eos)
     reward_preset: RewardPreset = "paper+edges"
-    # In-TRACE fact recall (library/facts.trace_recall) teacher-forces this many of the eval
-    # questions (hop-balanced; None: all): ~0.37 s a question here, and 100 questions are ~450
-    # hops, a 95% interval of about +-4.5 points.
+    # In-TRACE fact recall (library/train/facts.py: trace_recall) teacher-forces this many of the
+    # eval questions (hop-balanced; None: all); 100 questions are ~450 hops, a 95% interval of
+    # about +-4.5 points.
     n_trace_recall: int | None = Field(100, ge=1)
 
 

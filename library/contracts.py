@@ -10,9 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
-
-from library.answer_format import is_correct
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -22,7 +20,7 @@ PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
 
 # Blank tags (docs/CONTRACTS.md): each blank of a question carries a tag, "[K]", and the TRACE
 # writes that tag before and after the entity that fills it; the last blank's tag is "[?]".
-# Tags are drawn at random per question (library/wording.py), so the only way to know which
+# Tags are drawn at random per question (library/questions/wording.py), so the only way to know which
 # relation comes next is to find the tag just written in the question and copy what follows it,
 # which works at any chain length. The reward reads traces with the tags removed.
 BLANK_TAG_POOL = "EFGHJKLMNPQRSTUVWXYZ"  # capitals, minus the option letters A-D and I/O
@@ -77,11 +75,8 @@ class Claim(BaseModel):
 
 
 class ParsedCompletion(BaseModel):
-    """What the reward parser read from a completion (see library/reward.py).
-
-    ``claims`` is None only in logs written before claims were stored with the episode;
-    :func:`library.matching.stored_claims` reads those once with the reward's own scanner.
-    """
+    """What the reward parser read from a completion (see library/scoring/reward.py), with the
+    claims it judged: readers use these and never scan the TRACE again."""
 
     model_config = ConfigDict(extra="allow")
     answer: Letter | None
@@ -89,15 +84,7 @@ class ParsedCompletion(BaseModel):
     trace_entities: list[str]
     path_entities: list[str]
     valid_format: bool
-    claims: list[Claim] | None = None
-
-    @model_serializer(mode="wrap")
-    def _drop_missing_claims(self, handler):
-        # An old episode rewritten (e.g. by a resumed run) keeps its old shape: no "claims": null.
-        data = handler(self)
-        if data.get("claims", ()) is None:
-            del data["claims"]
-        return data
+    claims: list[Claim]
 
 
 class RewardBreakdown(BaseModel):
@@ -112,15 +99,15 @@ class RewardBreakdown(BaseModel):
 
 
 EpisodeKind = Literal["eval", "rollout"]
-# Typed optional fields of an episode; None means "not recorded" and is left out of the JSONL
-# line, so a line looks as it did when these were untyped extras and old logs read unchanged.
-_EPISODE_OPTIONAL = ("kind", "hop_len", "answer_star", "correct", "sample_idx", "selected", "eval_split",
-                     "finished", "backend")
+EVAL_KIND = "eval"  # one greedy answer per question, after a phase
+ROLLOUT_KIND = "rollout"  # a training sample of RSFT or GRPO
+# Optional fields of an episode; None means "does not apply" and is left out of the JSONL line.
+_EPISODE_OPTIONAL = ("hop_len", "answer_star", "sample_idx", "selected", "eval_split", "finished", "backend")
 
 
 @dataclass(frozen=True, slots=True)
 class Scored:
-    """What :meth:`library.reward.RewardModel.score` returns, computed once per completion:
+    """What :meth:`library.scoring.reward.RewardModel.score` returns, computed once per completion:
     the parse (with the typed claims), the reward breakdown and the correctness verdict."""
 
     parsed: ParsedCompletion
@@ -146,10 +133,10 @@ class Episode(BaseModel):
     completion: str
     parsed: ParsedCompletion
     reward: RewardBreakdown
-    kind: EpisodeKind | None = None
+    kind: EpisodeKind
     hop_len: int | None = None
     answer_star: Letter | None = None
-    correct: bool | None = None
+    correct: bool  # library.scoring.answer_format.is_correct, decided once when it was scored
     sample_idx: int | None = None  # index within an RSFT/GRPO group
     selected: bool | None = None  # RSFT: the sample that was trained on
     eval_split: str | None = None
@@ -168,20 +155,6 @@ class Episode(BaseModel):
                    completion=completion, parsed=scored.parsed, reward=scored.reward, kind=kind,
                    hop_len=question.hop_len, answer_star=question.answer_star, correct=scored.correct, **fields)
 
-    @model_validator(mode="after")
-    def _one_verdict(self) -> "Episode":
-        # Logs written before these fields were typed: `correct` was stored by a looser rule
-        # (no format check) or not at all, and `kind` was missing in hand-written logs. Both
-        # are derived here, once, so every reader sees the same verdict.
-        if self.answer_star is not None:
-            self.correct = is_correct(self.parsed.answer, self.parsed.valid_format, self.answer_star)
-        elif self.correct is None:
-            # every preset rewards a right, well-formed answer positively and anything else not
-            self.correct = self.reward.correctness > 0
-        if self.kind is None:
-            self.kind = "rollout" if self.sample_idx is not None or (self.step > 0 and self.split != "eval") else "eval"
-        return self
-
     @model_serializer(mode="wrap")
     def _drop_unrecorded(self, handler):
         data = handler(self)
@@ -189,3 +162,4 @@ class Episode(BaseModel):
             if data.get(name, 0) is None:
                 del data[name]
         return data
+

@@ -17,10 +17,9 @@ from typing import Any
 
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
-from library.jsonl import iter_jsonl
-from library.kg import DEFAULT_KG_PATH, KnowledgeGraph
-from library.matching import is_grounded, stored_claims
-from library.runs import RunDir
+
+from library.scoring.matching import is_grounded
+from library.runs.reader import RunView
 from scenes.payloads import validate_payload
 from scenes.storyboard import (
     NARRATION_PAD_SECONDS,
@@ -33,12 +32,6 @@ from scenes.storyboard import (
     render_text,
 )
 
-DEFAULT_QUESTIONS = Path("data/eval.jsonl")
-#: Per-run overrides: a run folder may carry the exact questions / KG it was evaluated on
-#: (the test fixture does); they win over the storyboard's defaults because they are the
-#: data that run's episodes refer to.
-RUN_QUESTIONS = "eval_questions.jsonl"
-RUN_KG = "kg.json"
 MAX_KG_NODES = 12
 
 REWARD_NAMES = {
@@ -53,84 +46,32 @@ REWARD_NAMES = {
 # --------------------------------------------------------------------------- run data
 
 
-@dataclass
-class RunData:
-    """Everything a storyboard may read from one run, loaded once."""
-
-    path: Path
-    run_id: str
-    meta: dict[str, Any]
-    metrics: dict[str, Any]
-    episodes: list[Episode]
-    questions_path: Path
-    kg_path: Path
-    _questions: dict[str, Question] | None = None
-    _kg: KnowledgeGraph | None = None
-    _eval_index: dict[tuple[str, str, str], Episode] | None = None
-    _claims: dict[int, list[Claim]] = field(default_factory=dict)
+class RunData(RunView):
+    """Everything a storyboard may read from one run (library.runs.reader.RunView), plus the
+    shot-level questions a scene asks of it."""
 
     @classmethod
     def load(cls, run: str | Path, *, kg: str | Path | None = None, questions: str | Path | None = None,
              kg_default: str | Path | None = None, questions_default: str | Path | None = None) -> "RunData":
-        """``kg``/``questions``: explicit overrides (CLI flags) that win over everything; then
-        the run folder's own copies; then, for questions, the eval file of the data folder the
-        run trained on (``meta.json`` config ``data_dir``: a run on data/keyed shows its
-        questions in the keyed wording it was asked in); then ``*_default`` (the storyboard's
-        fields); then data/."""
-        rd = RunDir.open(run)
-        meta = rd.read_meta() if (rd.path / "meta.json").exists() else {}
-        metrics = rd.read_metrics()
-        if not metrics:
-            raise DataFileError(rd.path / "metrics.json", "run has no metrics.json (has its evaluation finished?)")
-        def pick(explicit, own: Path, default, fallback: Path) -> Path:
-            if explicit is not None:
-                return Path(explicit)
-            return own if own.exists() else Path(default or fallback)
-
-        own_questions = rd.path / RUN_QUESTIONS
-        data_dir = (meta.get("config") or {}).get("data_dir")
-        if not own_questions.exists() and data_dir and (Path(data_dir) / DEFAULT_QUESTIONS.name).exists():
-            own_questions = Path(data_dir) / DEFAULT_QUESTIONS.name
-        qpath = pick(questions, own_questions, questions_default, DEFAULT_QUESTIONS)
-        kpath = pick(kg, rd.path / RUN_KG, kg_default, DEFAULT_KG_PATH)
-        return cls(path=rd.path, run_id=str(meta.get("run_id") or rd.run_id), meta=meta, metrics=metrics,
-                   episodes=rd.read_episodes(), questions_path=qpath, kg_path=kpath)
-
-    @property
-    def questions(self) -> dict[str, Question]:
-        # loaded lazily: a storyboard of title cards and tables needs no question file
-        if self._questions is None:
-            self._questions = {q.id: q for _, q in iter_jsonl(self.questions_path, Question)}
-        return self._questions
-
-    @property
-    def kg(self) -> KnowledgeGraph:
-        if self._kg is None:
-            self._kg = KnowledgeGraph.load(self.kg_path)
-        return self._kg
-
-    @property
-    def phases(self) -> list[str]:
-        """Phases evaluated on the eval split, in training order."""
-        done = self.metrics.get("eval", {})
-        return [p for p in PHASES if p in done]
+        """``kg``/``questions``: explicit overrides (CLI flags); ``*_default``: the storyboard's
+        fields, used where the run names no data of its own (library/runs/reader.py)."""
+        return cls.open(run, require_metrics=True, kg=kg, questions=questions, kg_default=kg_default,
+                        questions_default=questions_default)
 
     def eval_episode(self, ex_id: str, phase: str, split: str = "eval") -> Episode | None:
         """The episode a shot shows for a question in a phase; indexed once per run."""
-        if self._eval_index is None:
-            index: dict[tuple[str, str, str], Episode] = {}
+        index = self.__dict__.get("_eval_index")
+        if index is None:
+            index = {}
             # several samples of one question (RSFT/GRPO groups): the first one logged, stably
             for e in sorted(self.episodes, key=lambda e: (e.step, e.sample_idx or 0)):
                 index.setdefault((e.ex_id, e.phase, e.split), e)
-            self._eval_index = index
-        return self._eval_index.get((ex_id, phase, split))
+            self.__dict__["_eval_index"] = index
+        return index.get((ex_id, phase, split))
 
     def claims(self, ep: Episode, q: Question) -> list[Claim]:
-        """The claims the reward judged for ``ep`` (stored with it; read once for older logs)."""
-        key = id(ep)
-        if key not in self._claims:
-            self._claims[key] = stored_claims(ep.parsed, self.kg, q.path_star.edges)
-        return self._claims[key]
+        """The claims the reward judged for ``ep``, stored with it."""
+        return ep.parsed.claims
 
     def grounded(self, ep: Episode, q: Question) -> bool:
         return is_grounded(ep.parsed, self.claims(ep, q), q.path_star.edges)
@@ -353,7 +294,7 @@ def _query(data: RunData, spec: dict, split: str, path: tuple) -> Selection:
         return all(checks[t]() for t in terms if t in checks)
 
     cands = []
-    for ex_id, q in data.questions.items():
+    for ex_id, q in data.questions().items():
         ep = data.eval_episode(ex_id, dst, split)
         if ep is not None and ok(ep, q):
             cands.append((ep, q))
@@ -395,9 +336,9 @@ def _refuse_ungrounded(data: RunData, sel: Selection, spec: dict, path: tuple) -
 
 
 def _question(data: RunData, ex_id: str, path: tuple) -> Question:
-    q = data.questions.get(ex_id)
+    q = data.questions().get(ex_id)
     if q is None:
-        raise ShotError(f"question {ex_id!r} not found in {data.questions_path}", path)
+        raise ShotError(f"question {ex_id!r} not found in {data.questions_file()}", path)
     return q
 
 
@@ -422,7 +363,7 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
             raise ShotError(f"question {q.id} names entity {eid!r} that is not in {data.kg_path}")
     cap = max(int(params.get("max_nodes", MAX_KG_NODES)), len(path))
     mentioned = [m for m in dict.fromkeys(ep.parsed.trace_entities) if m in kg.entities]
-    # the claims the reward judged when it scored this episode (read once for older logs)
+    # the claims the reward judged when it scored this episode
     wrong = [(c.src, c.rel, c.dst) for c in data.claims(ep, q) if not c.in_kg]
     nodes: list[str] = list(path)
     for extra in mentioned + [x for s, _, d in wrong for x in (s, d)]:

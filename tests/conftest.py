@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from library.kg import KnowledgeGraph, load_kg
+from library.graph.kg import KnowledgeGraph, load_kg
 
 REPO = Path(__file__).resolve().parents[1]
 

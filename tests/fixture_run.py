@@ -1,6 +1,6 @@
 """A small, clearly synthetic run folder for the video and demo tests.
 
-It is built with the real run-log API (library.runs) over the ``tiny_kg`` test graph, so the
+It is built with the real run-log API (library.runs.folder) over the ``tiny_kg`` test graph, so the
 video side can be tested before (and independently of) a real training run. It is a TEST
 FIXTURE: its completions are written by hand below and its metrics are computed from them;
 it is never shipped as a result.
@@ -14,8 +14,9 @@ from pathlib import Path
 
 from library.contracts import Question
 from library.jsonl import write_jsonl_atomic
-from library.kg import KnowledgeGraph
-from library.runs import RunDir
+from library.graph.kg import KnowledgeGraph
+from library.runs.folder import RunDir
+from library.scoring.reward import RewardModel
 
 # (start ... end) 4- and 5-hop simple paths of tests/conftest.py's TINY_KG
 EVAL_PATHS = [
@@ -82,8 +83,10 @@ def _completion(kg: KnowledgeGraph, q: Question, letter: str, style: str) -> tup
     false_edges = 1 if style == "partial" else 0
     edge_reward = (1.0 if style == "full" else 0.0) * 0.5 - 0.25 * false_edges
     total = correctness + 0.5 * path_reward + edge_reward
+    # the claims are the reward's own reading of the TRACE: what every writer stores
+    claims = [c.model_dump() for c in RewardModel(kg).score(q, completion).parsed.claims]
     parsed = {"answer": letter, "trace_text": trace, "trace_entities": mentioned,
-              "path_entities": [e for e in ents if e in mentioned], "valid_format": True}
+              "path_entities": [e for e in ents if e in mentioned], "valid_format": True, "claims": claims}
     reward = {"correctness": correctness, "path_coverage": round(coverage, 6), "path_reward": round(path_reward, 6),
               "spam_penalty": 0.0, "edge_reward": edge_reward, "false_edges": false_edges, "total": round(total, 6),
               "preset": "toy+edges"}
@@ -124,18 +127,22 @@ def build_fixture_run(root: Path, kg: KnowledgeGraph, run_id: str = "fixture") -
         for q, (letter, style) in zip(questions, behaviour):
             completion, parsed, reward = _completion(kg, q, letter, style)
             phase_eps.append({"phase": phase, "step": 0, "ex_id": q.id, "split": "eval", "prompt": q.prompt,
-                              "completion": completion, "parsed": parsed, "reward": reward,
-                              "hop_len": q.hop_len, "answer_star": q.answer_star})
+                              "completion": completion, "parsed": parsed, "reward": reward, "kind": "eval",
+                              "hop_len": q.hop_len, "answer_star": q.answer_star, "correct": letter == q.answer_star})
         episodes += phase_eps
         metrics["eval"][phase] = _metrics_block(phase_eps)
         metrics["timings"][phase] = 1.0
     # a short GRPO training log: sampled completions on a training-like question, rewards rising
+    def letter_ok(step: int) -> bool:
+        return step >= 2
+
     for step in range(1, 5):
         q = questions[0]
         style = "full" if step >= 3 else "partial"
-        completion, parsed, reward = _completion(kg, q, "A" if step >= 2 else "B", style)
+        completion, parsed, reward = _completion(kg, q, "A" if letter_ok(step) else "B", style)
         episodes.append({"phase": "grpo", "step": step, "ex_id": "train-00001", "split": "train", "prompt": q.prompt,
-                         "completion": completion, "parsed": parsed, "reward": reward, "hop_len": 4, "answer_star": "A"})
+                         "completion": completion, "parsed": parsed, "reward": reward, "kind": "rollout",
+                         "hop_len": 4, "answer_star": "A", "correct": letter_ok(step)})
     metrics["curves"] = {
         "sft": [{"step": s, "loss": round(2.0 / s, 4)} for s in range(1, 6)],
         "grpo": [{"step": s, "reward_total": e["reward"]["total"], "path_coverage": e["reward"]["path_coverage"]}

@@ -12,14 +12,14 @@ import json
 
 import pytest
 
-from library import answer_format, matching, reward
+from library.scoring import answer_format, matching, reward
 from library.contracts import Episode, Question
 from library.demo.site import collect
 from library.errors import DataFileError
-from library.evaluate import metrics_from_run
+from library.evaluation.evaluate import metrics_from_run
 from library.jsonl import write_jsonl_atomic
-from library.reward import RewardConfig, RewardModel
-from library.runs import RunDir
+from library.scoring.reward import RewardModel
+from library.runs.folder import RunDir
 from scenes.resolve import RunData, resolve_shots
 from scenes.storyboard import loads_storyboard
 
@@ -46,7 +46,7 @@ def _question(kg, idx: int) -> Question:
 def agreement_run(tmp_path, tiny_kg, tiny_kg_dict):
     run = RunDir.create(tmp_path, run_id="agree")
     questions = [_question(tiny_kg, i + 1) for i in range(len(CASES))]
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("toy+edges"))
+    rm = RewardModel.from_preset(tiny_kg, "toy+edges")
     episodes = [Episode.from_scored(rm.score(q, text), q, text, phase="sft", step=0, kind="eval", eval_split="eval")
                 for q, (text, _, _) in zip(questions, CASES.values())]
     run.append_episodes(episodes)
@@ -88,18 +88,26 @@ def test_metrics_scene_and_page_agree_on_tricky_completions(agreement_run, monke
     assert block["correct"] == sum(c for _, c, _ in CASES.values()) == 2
 
 
-def test_old_logs_keep_loading_with_one_verdict(tmp_path):
-    """A line written before the fields were typed: its stored ``correct`` (the old rule, no
-    format check) is replaced by the one rule, ``kind`` is derived, and nothing new is written
-    back into its JSON shape."""
-    line = {"phase": "sft", "step": 0, "ex_id": "eval-0001", "split": "eval", "prompt": "p", "completion": "ANSWER: B",
-            "parsed": {"answer": "B", "trace_text": "", "trace_entities": [], "path_entities": [], "valid_format": False},
-            "reward": {"correctness": -2.0, "path_coverage": 0.0, "path_reward": 0.0, "spam_penalty": 0.0, "total": -2.0},
-            "hop_len": 2, "answer_star": "B", "correct": True}
-    ep = Episode.model_validate(line)
-    assert ep.correct is False and ep.kind == "eval" and ep.parsed.claims is None
-    dumped = ep.model_dump(mode="json")
-    assert "claims" not in dumped["parsed"] and "sample_idx" not in dumped and dumped["correct"] is False
+def test_old_logs_are_refused_by_name_then_migrated_once_to_the_one_format(agreement_run):
+    """A line written before claims, kinds and verdicts were stored: the reader refuses it with
+    the file, the line and `kgr migrate`'s reason; `migrate_run` writes what the reward would
+    store today (claims, max_mentions, kind) and the one correctness rule, and is a no-op after."""
+    from library.runs.migrate import migrate_run
+
+    run, _ = agreement_run
+    current = run.episodes_path.read_text().splitlines()
+    old = []
+    for line in current:
+        obj = json.loads(line)
+        del obj["parsed"]["claims"], obj["kind"], obj["reward"]["max_mentions"]
+        obj["correct"] = obj["reward"]["correctness"] > -99  # the old rule had no format check
+        old.append(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")))
+    run.episodes_path.write_text("\n".join(old) + "\n")
+    with pytest.raises(DataFileError, match=r"episodes.jsonl:1: .*claims"):
+        run.read_episodes()
+    assert migrate_run(run.path)["episodes"] == len(current)
+    assert [json.loads(x) for x in run.episodes_path.read_text().splitlines()] == [json.loads(x) for x in current]
+    assert migrate_run(run.path) == {"episodes": 0, "files": 0, "meta": 0}
 
 
 def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch):

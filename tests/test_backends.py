@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from library.backends import BackendUnavailable, select_backend
-from library.backends import mlx as mlx_backend
-from library.backends import mlx_adapters, mlx_grpo
+from library.train.backends import BackendUnavailable, select_backend
+from library.train.backends import mlx as mlx_backend
+from library.train.backends import mlx_adapters, mlx_grpo
 from library.contracts import GoldPath, Question
 from library.jsonl import write_jsonl_atomic
 
@@ -27,10 +27,21 @@ def test_torch_backend_is_always_available():
     assert select_backend("torch").name == "torch"
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple message")
-def test_mlx_backend_refused_off_apple_silicon_with_a_clear_message():
-    with pytest.raises(BackendUnavailable, match="Apple Silicon"):
+@pytest.fixture
+def mlx_platform_unknown(monkeypatch):
+    """This machine as one MLX has no build for (mlx runs on Apple Silicon and Linux x86-64)."""
+    monkeypatch.setattr("library.train.backends.MLX_PLATFORMS", {})
+
+
+def test_mlx_backend_refused_off_its_platforms_with_a_clear_message(mlx_platform_unknown):
+    with pytest.raises(BackendUnavailable, match="Apple Silicon.*Linux x86-64 through MLX's CPU build mlx-cpu"):
         select_backend("mlx")
+
+
+def test_mlx_platforms_are_apple_silicon_and_linux_x86_64():
+    from library.train.backends import MLX_PLATFORMS
+
+    assert set(MLX_PLATFORMS) == {("darwin", "arm64"), ("linux", "x86_64")}
 
 
 def test_unsloth_backend_refused_without_cuda():
@@ -75,7 +86,7 @@ def test_mlx_lora_config(tmp_path):
     assert doc["mask_prompt"] is True and doc["fine_tune_type"] == "lora" and doc["iters"] == 30
     assert doc["lora_parameters"]["scale"] == 1.0 and doc["lora_parameters"]["rank"] == 16
     assert "mlp.down_proj" in doc["lora_parameters"]["keys"]
-    assert mlx_backend.lora_command(path)[-4:] == ["mlx_lm", "lora", "--config", str(path)]
+    assert mlx_backend.lora_command(path)[1:] == ["-m", "library.train.backends.mlx", "lora", str(path)]
 
 
 def test_peft_mlx_adapter_round_trip_preserves_the_model(tmp_path):
@@ -126,11 +137,10 @@ def test_peft_mlx_adapter_round_trip_preserves_the_model(tmp_path):
 # ====================================================================== selection and the pipeline
 from pathlib import Path  # noqa: E402
 
-from library.backends import BACKENDS, Backend  # noqa: E402
+from library.train.backends import BACKENDS, Backend  # noqa: E402
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple message")
-def test_mlx_refusal_names_the_reason_and_the_fix():
+def test_mlx_refusal_names_the_reason_and_the_fix(mlx_platform_unknown):
     with pytest.raises(BackendUnavailable) as err:
         select_backend("mlx")
     msg = str(err.value)
@@ -150,10 +160,13 @@ def test_unsloth_refusal_names_the_reason_and_the_fix():
 
 def test_missing_package_message_names_the_extra(monkeypatch):
     """Right platform, package absent: the message says which modules and which pip extra."""
+    import importlib.util
+
     fake = Backend("mlx", "mlx", "test", lambda: None, ("mlx", "mlx_lm"))
     monkeypatch.setitem(BACKENDS, "mlx", fake)
-    if all(__import__("importlib").util.find_spec(m) for m in fake.modules):
-        pytest.skip("mlx is installed here")
+    real_find_spec = importlib.util.find_spec  # mlx may be installed here: hide it
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] in fake.modules else real_find_spec(name, *a))
     with pytest.raises(BackendUnavailable, match=r"needs mlx, mlx_lm, which is not installed; install it with: "
                                                  r"pip install -e '\.\[mlx\]'"):
         select_backend("mlx")
@@ -168,9 +181,11 @@ def _quick_config(tmp_path):
 
 @pytest.mark.parametrize("backend", ["mlx", "unsloth"])
 def test_pipeline_refuses_unavailable_backend_before_touching_anything(tmp_path, monkeypatch, backend):
-    from library.backends import pipeline
-    import library.train as train
+    from library.train.backends import pipeline
+    import library.train.pipeline as train
 
+    if backend == "mlx":  # mlx runs here when the mlx extra is installed (tests/test_backend_mlx.py)
+        monkeypatch.setattr("library.train.backends.MLX_PLATFORMS", {})
     try:
         select_backend(backend)
         pytest.skip(f"{backend} is available on this machine")
@@ -197,7 +212,7 @@ def test_pipeline_refuses_unavailable_backend_before_touching_anything(tmp_path,
 
 
 def test_pipeline_unknown_backend_and_misplaced_options(tmp_path):
-    from library.backends import pipeline
+    from library.train.backends import pipeline
 
     config = _quick_config(tmp_path)
     with pytest.raises(BackendUnavailable, match="choose one of"):
@@ -210,7 +225,7 @@ def test_pipeline_unknown_backend_and_misplaced_options(tmp_path):
 def test_multi_process_launch_runs_torch_and_names_the_backends_that_cannot(monkeypatch):
     """A multi-process launch is the torch backend's (its phase loop is rank-aware; the run
     itself is tests/test_scale_out.py); mlx and unsloth stop with what to run instead."""
-    from library.backends import pipeline
+    from library.train.backends import pipeline
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     pipeline.check_multi_process("torch")
@@ -228,7 +243,7 @@ def test_shipped_accelerate_configs_load_and_leave_per_phase_values_to_the_train
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 
-    from library.distributed import accelerate_launch_args
+    from library.model.distributed import accelerate_launch_args
 
     path = Path(__file__).resolve().parents[1] / "library" / "profiles" / "accelerate" / f"{name}.yaml"
     config = load_config_from_file(str(path))
@@ -250,7 +265,7 @@ def test_unsloth_module_never_imports_unsloth_and_refuses_here():
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    from library.backends import unsloth as U
+    from library.train.backends import unsloth as U
     from library.config import LoraSettings
 
     assert "unsloth" not in sys.modules
@@ -259,8 +274,7 @@ def test_unsloth_module_never_imports_unsloth_and_refuses_here():
     assert "unsloth" not in sys.modules
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple refusal")
-def test_mlx_hardware_paths_refuse_here(tmp_path):
+def test_mlx_hardware_paths_refuse_off_its_platforms(tmp_path, mlx_platform_unknown):
     with pytest.raises(BackendUnavailable, match="Apple Silicon"):
         mlx_backend.sample_mlx("m", None, ["q"], k=2, temperature=0.8, top_p=0.95, max_tokens=8, seed=0)
     with pytest.raises(BackendUnavailable, match="Apple Silicon"):
@@ -273,9 +287,9 @@ def test_mlx_hardware_paths_refuse_here(tmp_path):
     {}, {"r": 8, "alpha": 32, "dropout": 0.1, "target_modules": ["q_proj", "v_proj", "down_proj"]},
 ])
 def test_unsloth_lora_kwargs_equal_the_torch_lora(settings):
-    from library.backends.unsloth import unsloth_peft_kwargs
+    from library.train.backends.unsloth import unsloth_peft_kwargs
     from library.config import LoraSettings
-    from library.sft import lora_config
+    from library.train.checkpoints import lora_config
 
     lora = LoraSettings(**settings)
     kw = unsloth_peft_kwargs(lora, seed=7)
@@ -328,9 +342,9 @@ SAMPLES = [
 
 
 def test_mlx_rsft_winners_data_folder_exact_files(tmp_path, tiny_kg, kg_questions):
-    from library.reward import RewardConfig, RewardModel
+    from library.scoring.reward import RewardModel
 
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(tiny_kg, "paper+edges")
     episodes, winners = mlx_backend.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"eval-0001"})
     assert len(episodes) == 7
     assert [(ep.ex_id, ep.sample_idx) for ep in episodes if ep.selected] == [("train-00001", 1), ("train-00002", 1)]
@@ -351,16 +365,16 @@ def test_mlx_rsft_winners_data_folder_exact_files(tmp_path, tiny_kg, kg_question
 
 
 def test_mlx_rsft_refuses_eval_prompts(tiny_kg, kg_questions):
-    from library.reward import RewardConfig, RewardModel
-    from library.rsft import LeakageError
+    from library.scoring.reward import RewardModel
+    from library.train.data import LeakageError
 
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper"))
+    rm = RewardModel.from_preset(tiny_kg, "paper")
     with pytest.raises(LeakageError):
         mlx_backend.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"train-00002"})
 
 
 def test_mlx_sft_records_carry_the_torch_system_prompt(tmp_path):
-    from library.model import SYSTEM_PROMPT
+    from library.model.load import SYSTEM_PROMPT
 
     rec = mlx_backend.sft_records([_q(3)], system=SYSTEM_PROMPT)[0]
     assert rec["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
@@ -369,7 +383,7 @@ def test_mlx_sft_records_carry_the_torch_system_prompt(tmp_path):
 
 # ====================================================================== mlx GRPO reward plumbing
 def test_reward_bounds_hold_and_the_unit_map_keeps_grpo_advantages(tiny_kg, kg_questions):
-    from library.reward import PRESET_NAMES, RewardConfig, RewardModel
+    from library.scoring.reward import PRESET_NAMES, RewardConfig, RewardModel
 
     texts = [s for group in SAMPLES for s in group] + [
         "TRACE: clock skew clock skew clock skew clock skew clock skew.\nANSWER: C",
@@ -387,12 +401,12 @@ def test_reward_bounds_hold_and_the_unit_map_keeps_grpo_advantages(tiny_kg, kg_q
 
 
 def test_mlx_grpo_reward_scores_and_logs_training_rollouts_only(tmp_path, tiny_kg, kg_questions):
-    from library.reward import RewardConfig, RewardModel
-    from library.runs import RunDir
+    from library.scoring.reward import RewardModel
+    from library.runs.folder import RunDir
 
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(tiny_kg, "paper+edges")
     reward = mlx_grpo.MlxGrpoReward(kg_questions[:2], rm, run)
     comps = [SAMPLES[0][1], SAMPLES[0][0], SAMPLES[1][1], SAMPLES[1][0]]
     ids = ["train-00001", "train-00001", "train-00002", "train-00002"]
@@ -464,11 +478,11 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     and the torch evaluation of every phase are the code a Mac would run."""
     from test_train import TINY_OVERRIDES, write_tiny_data
 
-    from library.backends import pipeline
+    from library.train.backends import pipeline
     from library.config import LoraSettings, load_config
-    from library.model import load_model
-    from library.runs import RunDir
-    from library.sft import lora_config
+    from library.model.load import load_model
+    from library.runs.folder import RunDir
+    from library.train.checkpoints import lora_config
     from peft import get_peft_model
 
     data_dir = write_tiny_data(tmp_path / "data")
@@ -496,7 +510,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
         return [{"step": 1, "loss": 0.1}]
 
     monkeypatch.setattr(pipeline, "select_backend", lambda name: None)
-    from library.backends import mlx_phases
+    from library.train.backends import mlx_phases
 
     monkeypatch.setattr(mlx_phases, "model_source", lambda spec, **kw: "/fake/mlx-model")
     monkeypatch.setattr(mlx_backend, "train_lora_records", fake_train)
@@ -523,7 +537,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     evals = [ep for ep in RunDir(run.path).iter_episodes() if getattr(ep, "kind", None) == "eval"]
     assert {ep.phase for ep in evals} == {"base", "sft", "rsft", "grpo"}
     # a second call without --resume is refused; with it, nothing is redone
-    from library.train import ResumeError
+    from library.train.pipeline import ResumeError
 
     with pytest.raises(ResumeError):
         pipeline.run_training_with_backend(config, run.path, backend="mlx")
@@ -532,20 +546,22 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     assert len(calls) == n
     from rich.console import Console
 
-    from library.backends.unsloth_phases import UnslothBackend
-    from library.train import run_training
+    from library.train.backends.unsloth_phases import UnslothBackend
+    from library.train.pipeline import run_training
 
     with pytest.raises(ResumeError, match="backend 'mlx'"):  # another backend cannot resume it
         run_training(config, run.path, backend=UnslothBackend(load_in_4bit=False, eval_device="cpu", max_seq_length=256),
                      resume=True, console=Console(quiet=True), stop_after=None)
 
 
-@pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-Apple message")
 def test_cli_backend_refusal_is_one_clear_error(tmp_path):
     import subprocess
 
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "library.cli", "train", "--backend", "mlx", "--run", str(run_dir)],
+    # the CLI as a platform MLX has no build for sees it (mlx itself may be installed here)
+    code = ("import library.train.backends as b; b.MLX_PLATFORMS.clear(); "
+            "from library.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "train", "--backend", "mlx", "--run", str(run_dir)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Apple Silicon" in proc.stderr and "Traceback" not in proc.stderr

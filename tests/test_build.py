@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from library.kg import KnowledgeGraph
+from library.graph.kg import KnowledgeGraph
 from scenes.build import build, clip_key
 
 pytestmark = [pytest.mark.video, pytest.mark.slow]

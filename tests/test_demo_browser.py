@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -45,6 +44,22 @@ def _start_server(site: Path, run: Path | None, kg: Path) -> tuple[subprocess.Po
             return proc, m.group(1)
     proc.kill()
     raise AssertionError(f"kgr serve did not start: {proc.stdout.read()}")
+
+
+def _open_chromium(playwright, tmp_path: Path):
+    """Debian chromium, headless, with a profile in the test's tmp folder: (context, page)."""
+    ctx = playwright.chromium.launch_persistent_context(
+        str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": 1600, "height": 1000})
+    return ctx, (ctx.pages[0] if ctx.pages else ctx.new_page())
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def _episode_checks(page, data, phase):
@@ -85,7 +100,7 @@ def test_demo_page_in_chromium(fixture_run, tmp_path):
     (fixture_run.path.parent / "bad-run").mkdir()
     (fixture_run.path.parent / "bad-run" / "meta.json").write_text("not json")
     site = tmp_path / "site"
-    build_demo([fixture_run.path.parent], site, kg_path=kg, data_dir=None)
+    build_demo([fixture_run.path.parent], site, kg_path=kg, data_dir=tmp_path / "no-data")
     data = json.loads((site / "data.json").read_text())
     shots = Path(os.environ.get("KGR_DEMO_SCREENSHOTS") or tmp_path / "shots")
     shots.mkdir(parents=True, exist_ok=True)
@@ -94,10 +109,7 @@ def test_demo_page_in_chromium(fixture_run, tmp_path):
     proc, url = _start_server(site, fixture_run.path if try_it else None, kg)
     try:
         with sync_api.sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1600, "height": 1000})
-            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            ctx, page = _open_chromium(p, tmp_path)
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(url + "?hop_ms=20")
@@ -168,9 +180,43 @@ def test_demo_page_in_chromium(fixture_run, tmp_path):
             assert errors == []
             ctx.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
     assert time.monotonic() - t0 < 90
+
+
+def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
+    """`kgr demo` with no runs packs the reference run alone (a page of a few MB) and opens on it;
+    its questions are shown in the wording the run was trained and evaluated on (data/keyed),
+    read through the one run reader, never the chain-order data/ files."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+    from library.contracts import Question
+    from library.demo.site import default_runs
+    from library.jsonl import read_jsonl
+    from library.questions.wording import step_order_of
+
+    site = tmp_path / "site"
+    runs = default_runs(REPO / "data" / "runs")
+    assert [p.name for p in runs] == ["reference"]
+    build_demo(runs, site)
+    assert (site / "index.html").stat().st_size < 8 * 2**20
+    keyed = {q.id: q.question for q in read_jsonl(REPO / "data" / "keyed" / "eval.jsonl", Question)}
+    proc, url = _start_server(site, None, REPO / "data" / "kg.json")
+    try:
+        with sync_api.sync_playwright() as p:
+            ctx, page = _open_chromium(p, tmp_path)
+            page.goto(url + "?hop_ms=0")
+            page.wait_for_function("document.body.dataset.ready === '1'")
+            assert page.locator("#run-picker option").all_inner_texts() == ["full-keyed"]  # meta.json's run_id
+            data = json.loads((site / "data.json").read_text())
+            episodes = {str(ep["i"]): ep for group in data["runs"][0]["episodes"].values()
+                        for eps in group.values() for ep in eps}
+            for _ in range(3):
+                ep = episodes[page.evaluate("document.body.dataset.episode")]
+                shown = page.locator("#question").inner_text().strip()
+                assert shown == keyed[ep["ex_id"]] and step_order_of(shown) == "keyed", shown
+                page.click("#next")
+            ctx.close()
+    finally:
+        _stop(proc)

@@ -1,4 +1,4 @@
-"""Where wrong answers leave the gold path (library/diagnosis.py, `kgr diagnose`)."""
+"""Where wrong answers leave the gold path (library/evaluation/diagnosis.py, `kgr diagnose`)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from library.answer_format import reference_completion
+from library.questions.wording import reference_completion
 from library.cli import app
 from library.contracts import Episode
-from library.diagnosis import departure_block, diagnose_run
+from library.evaluation.diagnosis import departure_block, diagnose_run
 from library.jsonl import iter_jsonl
 from library.contracts import Question
-from library.kg import load_kg
-from library.reward import RewardConfig, RewardModel
+from library.graph.kg import load_kg
+from library.scoring.reward import RewardModel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def _episode(reward: RewardModel, q: Question, completion: str) -> Episode:
 
 def test_departures_name_the_first_wrong_step():
     kg = load_kg(REPO / "data" / "kg.json")
-    reward = RewardModel(kg, RewardConfig.preset_named("paper+edges"))
+    reward = RewardModel.from_preset(kg, "paper+edges")
     q1, q2, q3 = _questions(3)
     right = reference_completion(q1, kg=kg)
     # q2: the reference TRACE cut after its first fact clause (stops early at step 2)
@@ -49,8 +49,8 @@ def test_departures_name_the_first_wrong_step():
 
 
 def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
-    # The measurement behind docs/RECIPE.md finding 40, read from the committed log.
-    report = diagnose_run(REPO / "data" / "runs" / "reference-chain")
+    # The measurement behind docs/FINDINGS.md finding 40, read from the committed log.
+    report = diagnose_run(REPO / "data" / "experiments" / "reference-chain")
     assert set(report) == {"base", "sft", "rsft", "grpo"}
     sft = report["sft"]
     assert sft["n"] == 300 and sft["n_wrong"] == 126 == sum(sft["wrong"].values()) == sum(sft["wrong_by_step"].values())

@@ -1,4 +1,4 @@
-"""library.evaluate: Wilson intervals, metrics from episodes, the eval loop and its resume."""
+"""library.evaluation.evaluate: Wilson intervals, metrics from episodes, the eval loop and its resume."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import json
 import pytest
 
 from library.contracts import Episode, Question
-from library.evaluate import (
-    compare_phases,
-    metrics_from_episodes,
-    metrics_from_run,
-    wilson_interval,
-)
-from library.runs import RunDir
+from library.evaluation.evaluate import compare_phases, metrics_from_episodes, metrics_from_run
+from library.stats import wilson_interval
+from library.runs.folder import RunDir
 
 
 def _ep(i: int, answer: str | None, star: str, hop: int, *, phase="sft", spam=0.0, cov=0.5, edge=None) -> Episode:
@@ -23,8 +19,9 @@ def _ep(i: int, answer: str | None, star: str, hop: int, *, phase="sft", spam=0.
         reward["edge_reward"] = edge
     return Episode(phase=phase, step=0, ex_id=f"q{i}", split="eval", prompt="p", completion="c",
                    parsed={"answer": answer, "trace_text": "", "trace_entities": [], "path_entities": [],
-                           "valid_format": answer is not None},
-                   reward=reward, hop_len=hop, answer_star=star, kind="eval", eval_split="eval")
+                           "valid_format": answer is not None, "claims": []},
+                   reward=reward, hop_len=hop, answer_star=star, kind="eval", eval_split="eval",
+                   correct=answer is not None and answer == star)
 
 
 # ------------------------------------------------------------------------------ wilson
@@ -123,18 +120,18 @@ def _questions() -> list[Question]:
 def tiny_model():
     torch = pytest.importorskip("torch")
     torch.set_num_threads(2)
-    from library.model import load_model
+    from library.model.load import load_model
 
     return load_model("tiny")
 
 
 @pytest.mark.train
 def test_evaluate_writes_valid_episodes_and_metrics(tiny_model, tiny_kg, tmp_path):
-    from library.evaluate import evaluate
-    from library.reward import RewardConfig, RewardModel
+    from library.evaluation.evaluate import evaluate
+    from library.scoring.reward import RewardModel
 
     model, tok = tiny_model
-    reward = RewardModel(tiny_kg, RewardConfig.preset_named("toy+edges"))
+    reward = RewardModel.from_preset(tiny_kg, "toy+edges")
     questions = _questions()
     run = RunDir.create(tmp_path, run_id="r")
     run.update_metrics("timings", {"sft": 1.0})
@@ -159,8 +156,8 @@ def test_evaluate_writes_valid_episodes_and_metrics(tiny_model, tiny_kg, tmp_pat
 
 @pytest.mark.train
 def test_evaluate_resumes_without_regenerating(tiny_model, tiny_kg, tmp_path):
-    from library.evaluate import evaluate
-    from library.reward import RewardModel
+    from library.evaluation.evaluate import evaluate
+    from library.scoring.reward import RewardModel
 
     model, tok = tiny_model
     reward = RewardModel(tiny_kg)

@@ -1,4 +1,4 @@
-from library.runs import RunDir
+from library.runs.folder import RunDir
 
 
 def test_fixture_run_is_valid_and_consistent(fixture_run):

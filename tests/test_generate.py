@@ -1,12 +1,12 @@
-"""library.generate: the fast path must give the same answers as model.generate."""
+"""library.model.generate: the fast path must give the same answers as model.generate."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from library.generate import GenerationStats, _nucleus, flatten, generate, generate_completions
-from library.model import format_prompt, load_model
+from library.model.generate import GenerationStats, _nucleus, flatten, generate, generate_completions
+from library.model.load import format_prompt, load_model
 
 pytestmark = pytest.mark.train
 
@@ -90,7 +90,7 @@ def test_duplicate_prompts_share_a_prefill_and_keep_positions(tiny):
 @pytest.mark.parametrize("texts", [PROMPTS, ["Which tool A?", "Which tool B?", "Which tool C?"]],
                          ids=["padded", "equal-length"])
 def test_shared_prompt_prefix_runs_once_and_changes_nothing(tiny, monkeypatch, texts):
-    import library.generate as generation
+    import library.model.generate as generation
 
     model, tok = tiny
     ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in texts]
@@ -104,7 +104,7 @@ def test_shared_prompt_prefix_runs_once_and_changes_nothing(tiny, monkeypatch, t
 
 
 def test_prefill_with_a_shared_prefix_gives_each_prompts_own_next_token_logits(tiny):
-    from library.generate import _prefill, _shared_prefix_length
+    from library.model.generate import _prefill, _shared_prefix_length
 
     model, tok = tiny
     ids = [tok(format_prompt(tok, t), add_special_tokens=False)["input_ids"] for t in PROMPTS]
@@ -142,7 +142,7 @@ def test_nucleus_matches_transformers_top_p():
     sort (a flat row), where the candidates are cut to the widest row's nucleus."""
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
-    from library.generate import TOPK_FALLBACK, TOPK_PREFILTER
+    from library.model.generate import TOPK_FALLBACK, TOPK_PREFILTER
 
     g = torch.Generator().manual_seed(0)
     peaked = torch.randn(3, 50000, generator=g) * 4
@@ -188,39 +188,13 @@ def test_rejects_greedy_groups(tiny):
         generate(model, tok, ["Hi"], num_return_sequences=2, progress=False)
 
 
-def test_ct2_engine_matches_the_torch_loop_greedy_and_samples_groups(tiny):
-    """CTranslate2 (float32) on a LoRA-wrapped model: the merged weights are what it converts,
-    greedy answers equal the PyTorch loop's, and sampling returns n completions per prompt
-    with the same Completion fields."""
-    pytest.importorskip("ctranslate2")
-    from peft import LoraConfig, get_peft_model
-
-    model, tok = tiny
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                  init_lora_weights=False))
-    try:
-        ours = generate_completions(peft_model, tok, PROMPTS, max_new_tokens=10, batch_size=4, progress=False)
-        ct2 = generate_completions(peft_model, tok, PROMPTS, max_new_tokens=10, batch_size=4, progress=False,
-                                   engine="ct2", ct2_compute_type="float32")
-        assert [g[0].token_ids for g in ct2] == [g[0].token_ids for g in ours]
-        assert [g[0].finished for g in ct2] == [g[0].finished for g in ours]
-        sampled = generate_completions(peft_model, tok, PROMPTS[:2], max_new_tokens=6, do_sample=True,
-                                       num_return_sequences=3, progress=False, engine="ct2", seed=1)
-        assert [len(g) for g in sampled] == [3, 3]
-        assert all(0 < len(c.token_ids) <= 6 and c.prompt_ids for g in sampled for c in g)
-        with pytest.raises(ValueError):
-            generate_completions(peft_model, tok, PROMPTS[:1], engine="vllm", progress=False)
-    finally:
-        peft_model.unload()
-
-
 def test_bfloat16_generates_from_a_bf16_copy_equal_to_plain_bf16_generate(tiny):
     """precision="bfloat16": the loop runs on a bf16 copy (the fp32 weights stay untouched) and
     its greedy answers equal ``model.generate`` on a bf16 copy of the same weights."""
     import copy
 
-    from library.generate import generation_model
-    from library.model import using_precision
+    from library.model.generate import generation_model
+    from library.model.load import using_precision
 
     model, tok = tiny
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -243,7 +217,7 @@ def test_generation_copy_runs_its_own_weights_when_a_trainer_patched_forward():
     from peft import LoraConfig, get_peft_model
     from trl.trainer.utils import add_fused_lm_head
 
-    from library.generate import generation_model
+    from library.model.generate import generation_model
 
     model, tok = load_model("tiny")
     add_fused_lm_head(model)  # what TRL's SFTTrainer does to the model it trains

@@ -8,12 +8,12 @@ import pytest
 from test_train import write_tiny_data
 
 from library.contracts import Question
-from library.grpo import COMPONENT_FUNCS, RolloutLog, RolloutScorer, component_weights, curve_from_episodes
+from library.train.grpo import COMPONENT_FUNCS, RolloutLog, RolloutScorer, component_weights, curve_from_episodes
 from library.jsonl import read_jsonl
-from library.kg import load_kg
-from library.reward import PRESET_NAMES, RewardConfig, RewardModel
-from library.rsft import LeakageError
-from library.runs import RunDir
+from library.graph.kg import load_kg
+from library.scoring.reward import PRESET_NAMES, RewardConfig, RewardModel
+from library.train.data import LeakageError
+from library.runs.folder import RunDir
 
 pytestmark = [pytest.mark.train]
 
@@ -38,7 +38,7 @@ def _completions(q: Question) -> list[str]:
 
 @pytest.mark.parametrize("preset", list(PRESET_NAMES) + ["paper+correctness"])
 def test_weighted_components_sum_to_total(data, preset, tmp_path):
-    rm = RewardModel(data["kg"], RewardConfig.preset_named(preset))
+    rm = RewardModel.from_preset(data["kg"], preset)
     qs = [q for q in data["train"] if q.hop_len >= 2][:4]
     run = RunDir.create(tmp_path, "r")
     scorer = RolloutScorer(qs, rm)
@@ -62,7 +62,7 @@ def test_weighted_components_sum_to_total(data, preset, tmp_path):
 def test_episodes_carry_step_and_group_index(data, tmp_path):
     from types import SimpleNamespace
 
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(data["kg"], "paper+edges")
     qs = data["train"][:2]
     run = RunDir.create(tmp_path, "r")
     scorer = RolloutScorer(qs, rm, forbidden_ids={q.id for q in data["eval"]})
@@ -85,7 +85,7 @@ def test_episodes_carry_step_and_group_index(data, tmp_path):
 
 
 def test_scorer_refuses_eval_ids(data):
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
+    rm = RewardModel.from_preset(data["kg"], "toy")
     q_eval = data["eval"][0]
     scorer = RolloutScorer(data["train"][:1] + [q_eval], rm, forbidden_ids={q.id for q in data["eval"]})
     fn = scorer.reward_functions()[0][0]
@@ -102,7 +102,7 @@ def test_component_weights_follow_the_preset():
 def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
     import torch
 
-    import library.generate as generate_module
+    import library.model.generate as generate_module
 
     calls = []  # the groups are sampled by the pipeline's generator (rollout_func), not model.generate
     real = generate_module.generate_completions
@@ -114,9 +114,10 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
     monkeypatch.setattr(generate_module, "generate_completions", spy)
 
     from library.config import GRPOSettings, LoraSettings
-    from library.grpo import run_grpo
-    from library.model import load_model
-    from library.sft import load_adapter, question_rows, train_lora
+    from library.train.grpo import run_grpo
+    from library.model.load import load_model
+    from library.train.sft import question_rows, train_lora
+    from library.train.checkpoints import load_adapter
 
     model, tok = load_model("tiny")
     qs = [q for q in data["train"] if q.hop_len == 1][:2]
@@ -127,7 +128,7 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
     base = sft_model.unload()
     start = load_adapter(base, tmp_path / "ad_sft", trainable=True)
     run = RunDir.create(tmp_path, "run")
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(data["kg"], "paper+edges")
     settings = GRPOSettings(max_steps=1, prompts_per_step=2, num_generations=2, max_completion_length=8,
                             save_steps=1, learning_rate=1e-2)
     trained, result = run_grpo(start, tok, qs, settings, rm, run, ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad",
@@ -158,12 +159,12 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
 def test_run_grpo_with_trls_own_generate_logs_each_step_once(data, tmp_path, monkeypatch):
     """``pipeline_generator: false``: TRL samples the groups itself, and the rollouts are still
     logged once per step, numbered within their groups, by the end-of-step callback."""
-    import library.generate as generate_module
+    import library.model.generate as generate_module
 
     from library.config import GRPOSettings, LoraSettings
-    from library.grpo import run_grpo
-    from library.model import load_model
-    from library.sft import add_lora
+    from library.train.grpo import run_grpo
+    from library.model.load import load_model
+    from library.train.checkpoints import add_lora
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("pipeline_generator is off: TRL's own generate samples the groups")
@@ -171,7 +172,7 @@ def test_run_grpo_with_trls_own_generate_logs_each_step_once(data, tmp_path, mon
     monkeypatch.setattr(generate_module, "generate_completions", must_not_run)
     model, tok = load_model("tiny")
     qs = [q for q in data["train"] if q.hop_len == 1][:2]
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
+    rm = RewardModel.from_preset(data["kg"], "toy")
     settings = GRPOSettings(max_steps=2, prompts_per_step=1, num_generations=2, max_completion_length=8,
                             save_steps=10, learning_rate=1e-3, pipeline_generator=False)
     run = RunDir.create(tmp_path, "run")
@@ -187,9 +188,10 @@ def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
     """Kill after step 1 (checkpoint-1 exists, a step-2 rollout was already logged) -> rerun:
     the stale step-2 rollout is cut, step 1 is kept, step 2 is regenerated once."""
     from library.config import GRPOSettings, LoraSettings
-    from library.grpo import run_grpo
-    from library.model import load_model
-    from library.sft import load_adapter, question_rows, train_lora
+    from library.train.grpo import run_grpo
+    from library.model.load import load_model
+    from library.train.sft import question_rows, train_lora
+    from library.train.checkpoints import load_adapter
 
     model, tok = load_model("tiny")
     qs = [q for q in data["train"] if q.hop_len == 1][:2]
@@ -198,7 +200,7 @@ def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
                               max_length=512, seed=0, lora=LoraSettings())
     base = sft_model.unload()
     run = RunDir.create(tmp_path, "run")
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("toy"))
+    rm = RewardModel.from_preset(data["kg"], "toy")
     common = dict(prompts_per_step=1, num_generations=2, max_completion_length=8, save_steps=1)
     kwargs = dict(ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0)
 

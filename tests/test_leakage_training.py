@@ -79,8 +79,8 @@ def test_eval_episodes_cover_exactly_the_selected_eval_questions(trained):
 def test_a_poisoned_training_split_stops_the_run(tmp_path):
     """An eval question copied into train.jsonl (same id) is refused before any training."""
     from library.jsonl import write_jsonl_atomic
-    from library.rsft import LeakageError
-    from library.train import load_data, make_selection
+    from library.train.data import LeakageError
+    from library.train.data import load_data, make_selection
 
     data_dir = write_tiny_data(tmp_path / "data")
     train = read_jsonl(data_dir / "train.jsonl", Question)

@@ -1,4 +1,4 @@
-"""library.model: spec resolution, the tiny model, chat formatting, and the embedded conversion."""
+"""library.model.load: spec resolution, the tiny model, chat formatting, and the embedded conversion."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 import torch
 
-from library.model import (
+from library.model.load import (
     SYSTEM_PROMPT,
     encode_example,
     format_example,
@@ -131,8 +131,8 @@ def test_embedded_conversion_into_fresh_cache(tmp_path):
 
 def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
     """"auto" is bf16 only with bf16 matrix units (AMX here); the TRL configs follow the setting."""
-    import library.model as m
-    from library.sft import cpu_training_args
+    import library.model.load as m
+    from library.train.checkpoints import cpu_training_args
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
     assert m.resolve_precision("auto", "cpu") == "float32"
@@ -156,7 +156,7 @@ def test_trl_configs_train_without_activation_checkpointing_and_without_a_deprec
 
     from trl import GRPOConfig, SFTConfig
 
-    from library.sft import cpu_training_args
+    from library.train.checkpoints import cpu_training_args
 
     for config_class in (SFTConfig, GRPOConfig):
         with warnings.catch_warnings():
@@ -170,8 +170,8 @@ def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(m
     """Generation's "auto" is bf16 where training is, or where bf16 matmuls measure >= 1.5x fp32
     (the AVX512-BF16 EPYC: training stays fp32 there); explicit values win; training's
     mixed-precision flag follows the training precision alone."""
-    import library.model as m
-    from library.sft import cpu_training_args
+    import library.model.load as m
+    from library.train.checkpoints import cpu_training_args
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
     monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 0.6)  # the Xeon without AMX
@@ -193,7 +193,7 @@ def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(m
 
 
 def test_bf16_matmul_speedup_is_measured_once_per_process():
-    import library.model as m
+    import library.model.load as m
 
     first = m.bf16_matmul_speedup()
     assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process

@@ -17,9 +17,9 @@ from conftest import REPO
 from library.config import MonitorSettings
 from library.contracts import Episode, Question
 from library.jsonl import read_jsonl
-from library.monitor import PhaseMonitor, listable_options, monitor_phase, monitor_run, threshold_ratios
-from library.reward import RewardConfig, RewardModel
-from library.runs import RunDir
+from library.evaluation.monitor import PhaseMonitor, listable_options, monitor_phase, monitor_run, threshold_ratios
+from library.scoring.reward import RewardModel
+from library.runs.folder import RunDir
 
 # Words that name no entity and no relation of the KG: padding that costs nothing under the reward.
 # Padding that a length signal must see against reference TRACEs (which copy each step of the
@@ -36,7 +36,7 @@ def train_questions() -> list[Question]:
 
 @pytest.fixture(scope="module")
 def reward(real_kg) -> RewardModel:
-    return RewardModel(real_kg, RewardConfig.preset_named("paper+edges"))  # the profiles' preset
+    return RewardModel.from_preset(real_kg, "paper+edges")  # the profiles' preset
 
 
 # ----------------------------------------------------------------------------- the scripted policy
@@ -324,6 +324,10 @@ def test_monitor_run_names_a_missing_question_file(tmp_path, real_kg, reward, tr
     run = RunDir.create(tmp_path, "r")
     run.write_meta({"config": {"data_dir": str(tmp_path / "nowhere"), "kg_path": str(REPO / "data" / "kg.json")}})
     run.append_episodes(policy.step(1, CLEAN))
+    # without metrics.json there is no KL to judge the steps by: refused, not judged by another rule
+    with pytest.raises(DataFileError, match="metrics.json"):
+        monitor_run(run.path)
+    run.write_metrics({"curves": {}})
     with pytest.raises(DataFileError, match="train.jsonl"):
         monitor_run(run.path)
 
@@ -335,17 +339,16 @@ def test_threshold_ratios_put_signals_on_one_axis():
         "spam_rate": 1.5, "option_listing_rate": 0.0, "coverage_without_correctness_rate": 0.5, "trace_chars_z": 2.0}
 
 
-def test_runs_started_before_the_monitor_still_resume():
-    from library.config import load_config
-    from library.train import comparable_config
+def test_resume_compares_the_settings_that_train_the_phases_not_the_experiments():
+    from library.config import AblationSettings, load_config
+    from library.train.pipeline import comparable_config
 
     config = load_config("quick")
-    old = config.to_meta()
-    del old["monitor"]
-    assert comparable_config(config, old) == old
-    assert comparable_config(config, config.to_meta()) == config.to_meta()
+    stored = config.to_meta()
+    with_ablation = config.model_copy(update={"ablation": AblationSettings(enabled=True)})
+    assert comparable_config(with_ablation) == comparable_config(stored)  # experiments run beside the phases
     changed = config.model_copy(update={"monitor": MonitorSettings(max_spam_rate=0.5)})
-    assert comparable_config(changed, config.to_meta()) != config.to_meta()
+    assert comparable_config(changed) != comparable_config(stored)
 
 
 # ----------------------------------------------------------------------------- a stop ends the phase
@@ -353,7 +356,7 @@ def test_runs_started_before_the_monitor_still_resume():
 def tiny(tmp_path_factory):
     from test_train import write_tiny_data
 
-    from library.kg import load_kg
+    from library.graph.kg import load_kg
 
     out = write_tiny_data(tmp_path_factory.mktemp("monitor") / "data")
     return {"kg": load_kg(out / "kg.json"), "train": read_jsonl(out / "train.jsonl", Question),
@@ -368,10 +371,10 @@ def tiny_spam(q: Question) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("action", ["stop", "warn"])
 def test_a_monitor_stop_ends_rsft_before_training(tiny, tmp_path, monkeypatch, action):
-    import library.rsft as rsft
+    import library.train.rsft as rsft
     from library.config import LoraSettings, RSFTSettings
-    from library.model import load_model
-    from library.sft import add_lora
+    from library.model.load import load_model
+    from library.train.checkpoints import add_lora
 
     model, tok = load_model("tiny")
     prompts = [q for q in tiny["train"] if q.hop_len == 2][:2]
@@ -379,7 +382,7 @@ def test_a_monitor_stop_ends_rsft_before_training(tiny, tmp_path, monkeypatch, a
     monkeypatch.setattr(rsft, "sample_completions",
                         lambda model, tokenizer, questions, settings, seed, generation=None:
                         [[tiny_spam(q)] * 2 for q in questions])
-    rm = RewardModel(tiny["kg"], RewardConfig.preset_named("toy+edges"))
+    rm = RewardModel.from_preset(tiny["kg"], "toy+edges")
     lines: list[str] = []
     monitor = PhaseMonitor("rsft", MonitorSettings(action=action, min_prompts_to_stop=2), prompts, tiny["kg"],
                            log=lines.append)  # 2 prompts: the stop mechanism, not the evidence rule
@@ -403,11 +406,11 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
     """The policy's samples are replaced by spam (token ids of a scripted completion), so step 1
     is judged stop: training ends there with checkpoint-1, not at max_steps; a resumed phase
     judges its logged steps again and trains no further."""
-    import library.generate as generate_module
+    import library.model.generate as generate_module
     from library.config import GRPOSettings, LoraSettings
-    from library.grpo import run_grpo
-    from library.model import load_model
-    from library.sft import add_lora
+    from library.train.grpo import run_grpo
+    from library.model.load import load_model
+    from library.train.checkpoints import add_lora
 
     model, tok = load_model("tiny")
     real = generate_module.generate_completions
@@ -422,7 +425,7 @@ def test_a_monitor_stop_ends_grpo_with_a_checkpoint(tiny, tmp_path, monkeypatch)
 
     monkeypatch.setattr(generate_module, "generate_completions", scripted)
     qs = [q for q in tiny["train"] if q.hop_len == 1][:2]
-    rm = RewardModel(tiny["kg"], RewardConfig.preset_named("toy+edges"))
+    rm = RewardModel.from_preset(tiny["kg"], "toy+edges")
     settings = GRPOSettings(max_steps=3, prompts_per_step=2, num_generations=2, max_completion_length=24,
                             save_steps=10, learning_rate=1e-3)
     run = RunDir.create(tmp_path, "run")

@@ -19,8 +19,8 @@ import pytest
 
 from library.contracts import LETTERS, Question
 from library.jsonl import read_jsonl
-from library.kg import KnowledgeGraph, load_kg
-from library.matching import extract_claims
+from library.graph.kg import KnowledgeGraph, load_kg
+from library.scoring.matching import extract_claims
 from library.questions import (
     SPLIT_FILES,
     DatasetConfig,
@@ -359,10 +359,10 @@ def test_same_seed_gives_byte_identical_files_under_any_hash_seed(built, tmp_pat
 
 
 def test_reference_completions_score_perfectly_with_the_reward_parser(built):
-    from library.reward import RewardConfig, RewardModel, parse_completion
+    from library.scoring.reward import RewardModel, parse_completion
 
     kg = load_kg(REAL_KG)
-    model = RewardModel(kg, RewardConfig.preset_named("toy+edges"))
+    model = RewardModel.from_preset(kg, "toy+edges")
     for where, splits in _datasets(built):
         for qs in splits.values():
             for q in qs:
@@ -396,7 +396,7 @@ def test_dev_is_disjoint_from_eval_and_train_hard(built):
 def test_oracle_solves_eval_by_composing_taught_facts(built):
     """The TRACE procedure with only the taught facts and no lookahead solves every 4-5-hop split
     (the KG is functional); with a fact removed it fails exactly the questions that need it."""
-    from library.oracle import oracle_accuracy, oracle_answer, taught_facts
+    from library.graph.oracle import oracle_accuracy, oracle_answer, taught_facts
 
     kg = load_kg(REAL_KG)
     _, stats, splits = built
@@ -421,9 +421,9 @@ def test_oracle_solves_eval_by_composing_taught_facts(built):
 def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
     # sft.trace_style picks the TRACE wording a profile teaches; both state exactly the gold
     # path's edges, and "copy" is the reference the data files carry.
-    from library.answer_format import reference_completion
+    from library.questions.wording import reference_completion
     from library.contracts import Question
-    from library.kg import KnowledgeGraph
+    from library.graph.kg import KnowledgeGraph
     from library.jsonl import read_jsonl
 
     kg = KnowledgeGraph.load(REAL_KG)
@@ -442,7 +442,7 @@ def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
 
 # ----------------------------------------------------------------------------- keyed step order
 def test_keyed_wording_keys_every_later_step_by_its_tag_and_the_trace_copies_it(tiny_kg):
-    from library.wording import step_order_of
+    from library.questions.wording import step_order_of
 
     chain = ["leads_to", "caused_by", "leads_to", "diagnosed_by"]
     text = question_text(tiny_kg, "NTPDrift", chain, step_order="keyed")
@@ -459,14 +459,14 @@ def test_keyed_wording_keys_every_later_step_by_its_tag_and_the_trace_copies_it(
 
 
 def test_keyed_data_asks_the_same_questions_and_its_traces_copy_each_step_once(tmp_path):
-    from library.reward import RewardConfig, RewardModel
+    from library.scoring.reward import RewardModel
 
     chain_dir, keyed_dir = tmp_path / "chain", tmp_path / "keyed"
     build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=chain_dir, seed=0, **SMALL))
     stats = build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=keyed_dir, seed=0, step_order="keyed", **SMALL))
     assert stats.step_order == "keyed" and stats.all_verified and not any(stats.leakage.values())
     kg = load_kg(REAL_KG)
-    reward = RewardModel(kg, RewardConfig.preset_named("paper+edges"))
+    reward = RewardModel.from_preset(kg, "paper+edges")
     shuffled = 0
     for fname in SPLIT_FILES.values():
         chain_qs, keyed_qs = read_jsonl(chain_dir / fname, Question), read_jsonl(keyed_dir / fname, Question)
@@ -500,8 +500,15 @@ def test_committed_keyed_data_is_what_the_generator_writes(tmp_path):
     assert built == committed and committed["step_order"] == "keyed"
 
 
-def test_try_it_reads_typed_questions_in_either_step_order_and_asks_in_the_runs():
-    from library.demo.tryit import parse_question_text, run_step_order
+def test_try_it_reads_typed_questions_in_either_step_order_and_asks_in_the_runs(tmp_path):
+    from library.demo.tryit import parse_question_text
+    from library.runs.folder import RunDir
+    from library.runs.reader import RunView
+
+    def run_step_order(meta):
+        run = RunDir.create(tmp_path, run_id=f"r{len(list(tmp_path.iterdir()))}")
+        run.write_meta(meta)
+        return RunView.open(run.path).step_order
 
     kg = load_kg(REAL_KG)
     for data_dir in ("data", "data/keyed"):

@@ -1,4 +1,4 @@
-"""The reward (library/reward.py): parser, matchers, claim reading, both presets by hand."""
+"""The reward (library/scoring/reward.py): parser, matchers, claim reading, both presets by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from library.contracts import Question
-from library.kg import KnowledgeGraph
-from library.matching import EntityMatcher, RelationMatcher, extract_claims
-from library.reward import (
+from library.graph.kg import KnowledgeGraph
+from library.scoring.matching import EntityMatcher, RelationMatcher, extract_claims
+from library.scoring.reward import (
     PRESET_NAMES,
     RewardConfig,
     RewardModel,
@@ -119,7 +119,7 @@ keyword_soup = st.lists(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(text=st.one_of(st.text(max_size=3000), keyword_soup))
 def test_score_never_raises(tiny_kg, text):
-    models = _MODELS.setdefault(id(tiny_kg), [RewardModel(tiny_kg, RewardConfig.preset_named(n)) for n in PRESET_NAMES])
+    models = _MODELS.setdefault(id(tiny_kg), [RewardModel.from_preset(tiny_kg, n) for n in PRESET_NAMES])
     q = make_question(tiny_kg, ["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     for rm in models:
         scored = rm.score(q, text)
@@ -133,7 +133,7 @@ _MODELS: dict[int, list[RewardModel]] = {}
 
 
 def test_parse_and_score_huge_inputs(tiny_kg, q2):
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(tiny_kg, "paper+edges")
     for text in ["\n" * 200_000, "TRACE:" * 50_000, "a" * 300_000, "- " * 100_000 + "ANSWER: B", completion(TLS_TRACE * 800)]:
         parse_completion(text)
         rm.score(q2, text)
@@ -238,7 +238,7 @@ def test_presets():
 
 
 def toy(kg, name="toy"):
-    return RewardModel(kg, RewardConfig.preset_named(name))
+    return RewardModel.from_preset(kg, name)
 
 
 def test_toy_correct_two_path_entities_is_positive(tiny_kg, q2):
@@ -318,7 +318,7 @@ def test_correctness_only(tiny_kg, q2):
 
 
 def paper(kg, name="paper"):
-    return RewardModel(kg, RewardConfig.preset_named(name))
+    return RewardModel.from_preset(kg, name)
 
 
 def test_paper_path_tokens(tiny_kg, q2):
@@ -381,7 +381,7 @@ def all_paths(kg):
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_every_canonical_gold_trace_gets_full_credit(tiny_kg, name):
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named(name))
+    rm = RewardModel.from_preset(tiny_kg, name)
     n = 0
     for path in all_paths(tiny_kg):
         rels = [e.rel for e in path.edges]
@@ -400,7 +400,7 @@ def test_every_canonical_gold_trace_gets_full_credit(tiny_kg, name):
 def test_components_match_breakdown_and_identity(tiny_kg, q2):
     texts = [completion(TLS_TRACE), completion("clock skew " * 5), "TRACE: x", completion(TLS_TRACE, "C")]
     for name in PRESET_NAMES:
-        rm = RewardModel(tiny_kg, RewardConfig.preset_named(name))
+        rm = RewardModel.from_preset(tiny_kg, name)
         for text in texts:
             r = rm.score(q2, text).reward
             comp = rm.components(q2, text)
@@ -412,7 +412,7 @@ def test_components_match_breakdown_and_identity(tiny_kg, q2):
 
 
 def test_score_many_and_component_fns(tiny_kg, q2):
-    rm = RewardModel(tiny_kg, RewardConfig.preset_named("toy+edges"))
+    rm = RewardModel.from_preset(tiny_kg, "toy+edges")
     texts = [completion(TLS_TRACE), completion(TLS_TRACE, "A")]
     out = rm.score_many([q2, q2], texts)
     assert [s.reward.total for s in out] == [2.0, -1.0]
@@ -439,8 +439,8 @@ def test_question_cache_checks_the_path(tiny_kg, q2):
 
 import random as _random  # noqa: E402
 
-from library import answer_format as _format  # noqa: E402
-from library import reward as _reward  # noqa: E402
+from library.scoring import answer_format as _format  # noqa: E402
+from library.scoring import reward as _reward  # noqa: E402
 
 
 def _reference_parse(text: str) -> tuple[str, str | None, bool]:
@@ -515,7 +515,7 @@ def test_scored_claims_are_the_extracted_claims(odd_kg, name):
     """One scanner: on random texts the claims ``score`` stores are exactly
     ``extract_claims``'s, judged against the KG and the gold path, and the breakdown's claim
     counts and every component agree with them and with ``components``."""
-    rm = RewardModel(odd_kg, RewardConfig.preset_named(name))
+    rm = RewardModel.from_preset(odd_kg, name)
     q = make_question(odd_kg, ["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
     rng = _random.Random(name)

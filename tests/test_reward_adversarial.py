@@ -14,8 +14,8 @@ from typing import Callable
 import pytest
 
 from library.contracts import Question
-from library.kg import KnowledgeGraph
-from library.reward import PRESET_NAMES, RewardConfig, RewardModel
+from library.graph.kg import KnowledgeGraph
+from library.scoring.reward import PRESET_NAMES, RewardModel
 
 
 def make_question(kg: KnowledgeGraph, entities: list[str], rels: list[str], answer: str = "B", qid: str = "q1") -> Question:
@@ -147,7 +147,7 @@ ATTACKS: dict[str, tuple[Attack, bool | str]] = {
 
 @pytest.fixture
 def models(tiny_kg) -> dict[str, RewardModel]:
-    return {name: RewardModel(tiny_kg, RewardConfig.preset_named(name)) for name in PRESET_NAMES}
+    return {name: RewardModel.from_preset(tiny_kg, name) for name in PRESET_NAMES}
 
 
 def test_there_are_enough_attacks():

@@ -13,16 +13,12 @@ from test_train import write_tiny_data
 from library.config import RSFTSettings
 from library.contracts import Question
 from library.jsonl import read_jsonl
-from library.kg import load_kg
-from library.reward import RewardConfig, RewardModel
-from library.rsft import (
-    LeakageError,
-    assert_training_only,
-    clean_completion,
-    rank_key,
-    score_and_select,
-    select_prompts,
-)
+from library.graph.kg import load_kg
+from library.scoring.reward import RewardModel
+from library.train.rsft import clean_completion, rank_key, score_and_select
+from library.train.data import LeakageError
+from library.train.data import select_prompts
+from library.train.data import assert_training_only
 
 pytestmark = [pytest.mark.train]
 
@@ -50,7 +46,7 @@ def _bare(q: Question) -> str:  # right answer, no path named
 
 
 def test_best_correct_sample_wins_and_wrong_prompts_are_dropped(data):
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(data["kg"], "paper+edges")
     q1, q2 = [q for q in data["train"] if q.hop_len == 2][:2]
     samples = [
         [_wrong(q1), _bare(q1), q1.ref.completion, "garbage"],  # gold trace beats a bare right answer
@@ -109,10 +105,11 @@ def test_eval_questions_are_refused(data):
 
 @pytest.mark.slow
 def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypatch):
-    import library.rsft as rsft
-    from library.model import load_model
-    from library.runs import RunDir
-    from library.sft import load_adapter, question_rows, train_lora
+    import library.train.rsft as rsft
+    from library.model.load import load_model
+    from library.runs.folder import RunDir
+    from library.train.sft import question_rows, train_lora
+    from library.train.checkpoints import load_adapter
     from library.config import LoraSettings
 
     model, tok = load_model("tiny")
@@ -132,7 +129,7 @@ def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypa
 
     monkeypatch.setattr(rsft, "sample_completions", fake_sample)
     run = RunDir.create(tmp_path, "run")
-    rm = RewardModel(data["kg"], RewardConfig.preset_named("paper+edges"))
+    rm = RewardModel.from_preset(data["kg"], "paper+edges")
     settings = RSFTSettings(n_prompts=3, k_samples=2, max_steps=1, batch_size=2, save_steps=1)
     forbidden = {q.id for q in data["eval"]}
     start = load_adapter(base, tmp_path / "ad_sft", trainable=True)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from library.errors import DataFileError
-from library.runs import RunDir, list_runs
+from library.runs.folder import RunDir, list_runs
 
 
 def _episode(i: int, phase: str = "base") -> dict:
@@ -11,8 +11,9 @@ def _episode(i: int, phase: str = "base") -> dict:
         "phase": phase, "step": i, "ex_id": f"eval-{i:04d}", "split": "eval",
         "prompt": "Q?", "completion": "TRACE: a is caused by b.\nANSWER: A",
         "parsed": {"answer": "A", "trace_text": "a is caused by b.", "trace_entities": ["a", "b"],
-                   "path_entities": ["a", "b"], "valid_format": True},
+                   "path_entities": ["a", "b"], "valid_format": True, "claims": []},
         "reward": {"correctness": 1.0, "path_coverage": 1.0, "path_reward": 1.0, "spam_penalty": 0.0, "total": 1.5},
+        "kind": "eval", "correct": True,
     }
 
 

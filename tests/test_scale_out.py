@@ -63,7 +63,7 @@ def _files(run_dir: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from library.train import run_training
+    from library.train.pipeline import run_training
 
     root = tmp_path_factory.mktemp("scale_out")
     data_dir = write_tiny_data(root / "data")
@@ -103,7 +103,7 @@ def test_run_folder_matches_a_single_process_run(runs):
     assert meta_s["processes"]["num_processes"] == 1
     assert meta_m["selection"] == meta_s["selection"]  # the same questions for every phase
     # greedy evaluation sharded over 2 processes answers exactly as one process does
-    from library.runs import RunDir
+    from library.runs.folder import RunDir
 
     def base_answers(path):
         return {e.ex_id: e.completion for e in RunDir(path).read_episodes(phase="base") if e.kind == "eval"}
@@ -139,9 +139,9 @@ def test_every_episode_is_logged_once_by_one_writer(runs):
 
 
 def test_two_process_metrics_recompute_from_episodes(runs):
-    from library.evaluate import metrics_from_run
-    from library.monitor import monitor_run
-    from library.runs import RunDir
+    from library.evaluation.evaluate import metrics_from_run
+    from library.evaluation.monitor import monitor_run
+    from library.runs.folder import RunDir
 
     _, multi, _ = runs
     run = RunDir(multi)

@@ -12,17 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from library.config import LoraSettings, SFTSettings  # noqa: E402
-from library.answer_format import reference_completion  # noqa: E402
-from library.model import format_example, load_model  # noqa: E402
-from library.sft import (  # noqa: E402
-    build_sft_trainer,
-    last_checkpoint,
-    load_adapter,
-    question_rows,
-    sft_rows,
-    train_lora,
-    trainable_report,
-)
+from library.questions.wording import reference_completion  # noqa: E402
+from library.model.load import format_example, load_model  # noqa: E402
+from library.train.sft import build_sft_trainer, question_rows, sft_rows, train_lora
+from library.train.checkpoints import last_checkpoint, load_adapter, trainable_report
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
@@ -175,8 +168,8 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
     from types import SimpleNamespace
 
     from library.contracts import BLANK_TAG_RE, Reference
-    from library.facts import KNOWLEDGE_PROMPT
-    from library.sft import sft_examples
+    from library.train.facts import KNOWLEDGE_PROMPT
+    from library.train.sft import sft_examples
 
     q = SimpleNamespace(prompt="P", question="Q", answer_star="A", ref=Reference(trace="t", completion="TRACE: t\nANSWER: A"))
     settings = SFTSettings(knowledge_epochs=2, facts_per_row=10, question_epochs=3)
@@ -197,7 +190,7 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
 def test_knowledge_rows_weight_facts_by_training_paths(real_kg):
     """path_fact_passes adds whole training traces as knowledge lines (facts that many training
     paths use repeat more); every KG fact still appears once per knowledge epoch."""
-    from library.facts import knowledge_rows
+    from library.train.facts import knowledge_rows
 
     traces = ["a is caused by [K] b [K], b leads to [?] c.", "d leads to [?] e."] * 5
     rows = knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
@@ -213,8 +206,8 @@ def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
     """fact_recall counts a group only when greedy decoding would produce the successor: a model
     trained on one fact recalls it, the untrained tiny model recalls nothing."""
     from library.contracts import BLANK_TAG_POOL
-    from library.facts import KNOWLEDGE_PROMPT, fact_clause, fact_groups, fact_recall
-    from library.kg import KnowledgeGraph
+    from library.train.facts import KNOWLEDGE_PROMPT, fact_clause, fact_groups, fact_recall
+    from library.graph.kg import KnowledgeGraph
     from conftest import TINY_KG
 
     model, tok = tiny
@@ -241,7 +234,7 @@ def test_trace_recall_scores_every_hop_inside_the_gold_trace(tiny, real_kg):
     from types import SimpleNamespace
 
     from library.contracts import Question
-    from library.facts import trace_recall
+    from library.train.facts import trace_recall
 
     model, tok = tiny
     lines = (Path(__file__).resolve().parents[1] / "data" / "dev.jsonl").read_text().splitlines()

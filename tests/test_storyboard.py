@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from library.errors import DataFileError
-from library.matching import extract_claims
+from library.scoring.matching import extract_claims
 from scenes.resolve import RunData, resolve_shots
 from scenes.storyboard import load_storyboard, loads_storyboard, render_text
 
@@ -123,13 +123,14 @@ def _set_answers(run: Path, kg, phase: str, answers: dict[str, tuple[str, str]])
     one, none = no claim at all)."""
     from fixture_run import _completion
 
-    questions = RunData.load(run).questions
+    questions = RunData.load(run).questions()
     path = run / "episodes.jsonl"
     lines = []
     for line in path.read_text().splitlines():
         ep = json.loads(line)
         if ep["phase"] == phase and ep["split"] == "eval" and ep["ex_id"] in answers:
             ep["completion"], ep["parsed"], ep["reward"] = _completion(kg, questions[ep["ex_id"]], *answers[ep["ex_id"]])
+            ep["correct"] = answers[ep["ex_id"]][0] == ep["answer_star"]
         lines.append(json.dumps(ep))
     path.write_text("\n".join(lines) + "\n")
 
@@ -145,7 +146,7 @@ def test_an_ungrounded_success_is_never_the_hero(run_with_kg, tiny_kg):
     _set_answers(run_with_kg, tiny_kg, "grpo", {"eval-0002": ("A", "partial")})
     data = RunData.load(run_with_kg)
     lucky = data.eval_episode("eval-0002", "grpo")
-    assert lucky.correct and not data.grounded(lucky, data.questions["eval-0002"])
+    assert lucky.correct and not data.grounded(lucky, data.questions()["eval-0002"])
     # the grounded query skips it: the longest remaining grounded improvement (4 hops, smallest id)
     hero = _resolve_one(run_with_kg, "{query: [improved, grounded], from: base, to: grpo}")
     assert hero.ex_id == "eval-0001" and hero.payload["correct"] is True
@@ -165,7 +166,7 @@ def test_an_ungrounded_success_is_never_the_hero(run_with_kg, tiny_kg):
         for e in s.episodes:
             if e["role"] == "selected":
                 ep = data.eval_episode(e["ex_id"], e["phase"])
-                assert not ep.correct or data.grounded(ep, data.questions[e["ex_id"]])
+                assert not ep.correct or data.grounded(ep, data.questions()[e["ex_id"]])
 
 
 def test_declared_fallback_shows_the_best_grounded_attempt_and_says_it_is_wrong(run_with_kg, tiny_kg):
@@ -280,10 +281,10 @@ def test_the_short_over_the_reference_run_shows_its_distribution_experiment():
     assert set(data.metrics["distribution"]) == {"easy", "hard"}
     assert [s.scene for s in resolve_shots(sb, data)] == SHORT_SCENES
     # it trained on data/keyed: its questions are read from there, in the wording it was asked in
-    from library.wording import step_order_of
+    from library.questions.wording import step_order_of
 
-    assert data.questions_path == Path("data/keyed/eval.jsonl")
-    assert step_order_of(next(iter(data.questions.values())).question) == "keyed"
+    assert data.questions_file() == Path("data/keyed/eval.jsonl")
+    assert step_order_of(next(iter(data.questions().values())).question) == "keyed"
 
 
 def test_training_curve_smoothing_stays_inside_each_phase(run_with_kg):
@@ -347,7 +348,7 @@ def allowed_numbers(data: RunData) -> set[str]:
     walk(data.meta)
     walk(data.run_id)
     walk([e.model_dump(mode="json") for e in data.episodes])
-    walk([q.model_dump(mode="json") for q in data.questions.values()])
+    walk([q.model_dump(mode="json") for q in data.questions().values()])
     walk([e.label for e in data.kg.entities.values()])
     walk([len(data.kg.entities), len(data.kg.edges), len(data.kg.relations)])  # kg.* template counts
     return allowed

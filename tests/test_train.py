@@ -19,8 +19,8 @@ from conftest import TINY_KG
 from library.config import ConfigError, load_config
 from library.contracts import Question
 from library.jsonl import write_jsonl_atomic
-from library.kg import KnowledgeGraph
-from library.answer_format import render_completion, tag_answer
+from library.graph.kg import KnowledgeGraph
+from library.scoring.answer_format import render_completion, tag_answer
 from library.questions import reference_trace, render_prompt, shuffle_question
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
@@ -88,6 +88,7 @@ def write_tiny_data(out: Path) -> Path:
     write_jsonl_atomic(out / "eval.jsonl", eval_qs)
     write_jsonl_atomic(out / "train_hard.jsonl", hard_qs)
     write_jsonl_atomic(out / "eval_shuffled.jsonl", [shuffle_question(q, shuf_rng) for q in eval_qs])
+    write_jsonl_atomic(out / "dev.jsonl", [])  # recipes are chosen on dev; these tests choose none
     return out
 
 
@@ -109,8 +110,8 @@ def get_trained_run(tmp_path_factory):
     """Run the pipeline once per session: stop after SFT, fake a kill inside RSFT's eval, resume."""
     if "run" in _CACHE:
         return _CACHE["run"]
-    from library.runs import RunDir
-    from library.train import run_training
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
 
     root = tmp_path_factory.mktemp("pipeline")
     data_dir = write_tiny_data(root / "data")
@@ -137,7 +138,7 @@ def trained(tmp_path_factory):
 # ----------------------------------------------------------------------------- tests
 def test_profiles_load_and_reject_typos():
     quick, full = load_config("quick"), load_config("full")
-    # the paper's LoRA shape for the RL adapters; SFT settings measured on dev (docs/RECIPE.md)
+    # the paper's LoRA shape for the RL adapters; SFT settings measured on dev (docs/FINDINGS.md)
     assert quick.sft.lora.r == 16 and quick.sft.lora.alpha == 16 and quick.sft.lora.dropout == 0.05
     assert quick.sft.method == full.sft.method == "full" and quick.sft.learning_rate == full.sft.learning_rate == 2e-4
     # 2 rows an update as one padding-free micro-batch: the same losses as 1 x 2 accumulation, faster
@@ -145,10 +146,10 @@ def test_profiles_load_and_reject_typos():
     assert (quick.grpo.beta, quick.grpo.temperature, quick.grpo.top_p) == (0.05, 0.6, 0.9)
     assert quick.eval.n_eval >= 150 and full.eval.n_eval == 300 and full.eval.shuffled
     assert quick.sft.knowledge_epochs <= full.sft.knowledge_epochs and quick.sft.n_questions <= full.sft.n_questions
-    # the full profile trains and evaluates on the keyed step order (docs/RECIPE.md finding 41)
+    # the full profile trains and evaluates on the keyed step order (docs/FINDINGS.md finding 41)
     from library.jsonl import read_jsonl
     from library.contracts import Question
-    from library.wording import step_order_of
+    from library.questions.wording import step_order_of
 
     repo = Path(__file__).resolve().parents[1]
     assert step_order_of(read_jsonl(repo / full.data_dir / "eval.jsonl", Question)[0].question) == "keyed"
@@ -162,7 +163,7 @@ def test_profiles_load_and_reject_typos():
 
 
 def test_selection_is_balanced_and_disjoint(tmp_path):
-    from library.train import load_data, make_selection
+    from library.train.data import load_data, make_selection
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir)
@@ -177,7 +178,7 @@ def test_selection_is_balanced_and_disjoint(tmp_path):
 
 
 def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
-    from library.train import load_data, make_selection
+    from library.train.data import load_data, make_selection
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir)
@@ -194,7 +195,7 @@ def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
 
 def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
     """rsft.prompt_hops: RSFT samples only those lengths, never SFT's questions or the GRPO pool."""
-    from library.train import load_data, make_selection
+    from library.train.data import load_data, make_selection
 
     data_dir = write_tiny_data(tmp_path / "data")
     data = load_data(tiny_config(data_dir))
@@ -219,7 +220,7 @@ def test_pipeline_completes_with_valid_logs(trained):
     for key in ("run_id", "created", "profile", "model", "seed", "hyperparameters", "reward", "library_version",
                 "data", "platform", "config"):
         assert key in meta, key
-    assert set(meta["data"]) == {"train.jsonl", "eval.jsonl", "train_hard.jsonl", "eval_shuffled.jsonl", "kg.json"}
+    assert set(meta["data"]) == {"train.jsonl", "eval.jsonl", "train_hard.jsonl", "eval_shuffled.jsonl", "dev.jsonl", "kg.json"}
     assert all(len(h) == 64 for h in meta["data"].values())
     assert meta["hyperparameters"]["grpo"]["beta"] == 0.05
     assert meta["model"]["spec"]["spec"] == "tiny"
@@ -245,7 +246,7 @@ def test_pipeline_completes_with_valid_logs(trained):
     assert len(rsft_rollouts) == 2 * 2
     # the reward-hacking monitor judged RSFT's round and every GRPO step (with its KL), and
     # recomputing it from the finished run's log gives the same blocks
-    from library.monitor import monitor_run
+    from library.evaluation.monitor import monitor_run
 
     assert [p["step"] for p in metrics["monitor"]["rsft"]["steps"]] == [0]
     assert [p["step"] for p in metrics["monitor"]["grpo"]["steps"]] == [1, 2]
@@ -268,7 +269,8 @@ def test_resume_drops_partial_episodes_and_never_duplicates(trained):
 
 
 def test_metrics_equal_recomputation_from_episodes(trained):
-    from library.evaluate import metrics_from_run, wilson_interval
+    from library.evaluation.evaluate import metrics_from_run
+    from library.stats import wilson_interval
 
     run, _, _ = trained
     metrics = run.read_metrics()
@@ -284,7 +286,7 @@ def test_metrics_equal_recomputation_from_episodes(trained):
             # 2. an independent count straight from the JSON lines
             eps = [e for e in raw if e["phase"] == phase and e.get("kind") == "eval" and e.get("eval_split") == split_key]
             assert sorted(e["ex_id"] for e in eps) == sorted(ids)
-            # library.evaluate counts a right letter as correct even when the format is invalid
+            # library.evaluation.evaluate counts a right letter as correct even when the format is invalid
             correct = [e for e in eps if e["parsed"]["answer"] is not None and e["parsed"]["answer"] == e["answer_star"]]
             assert stored["n"] == len(eps) and stored["correct"] == len(correct)
             assert stored["accuracy_ci"] == pytest.approx(list(wilson_interval(len(correct), len(eps))))
@@ -294,7 +296,7 @@ def test_metrics_equal_recomputation_from_episodes(trained):
 
 
 def test_existing_run_needs_resume_flag_and_same_settings(trained):
-    from library.train import ResumeError, run_training
+    from library.train.pipeline import ResumeError, run_training
 
     run, config, _ = trained
     with pytest.raises(ResumeError):
@@ -305,7 +307,7 @@ def test_existing_run_needs_resume_flag_and_same_settings(trained):
 
 
 def test_resume_of_a_complete_run_is_a_no_op(trained):
-    from library.train import run_training
+    from library.train.pipeline import run_training
 
     run, config, _ = trained
     files = {name: (run.path / name).read_bytes() for name in ("meta.json", "metrics.json", "episodes.jsonl")}
@@ -317,13 +319,14 @@ def test_resume_of_a_complete_run_is_a_no_op(trained):
 def test_distribution_experiment_trains_on_each_split(tmp_path):
     """RSFT from the SFT adapter on easy (train) and hard (train_hard) prompts, both evaluated on
     the same eval questions; each condition logs into its own sub-run, never into the main log."""
-    from library.runs import RunDir
-    from library.train import run_training
+    from library.experiments import run_experiments
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir, grpo={"enabled": False, "init_from": "sft"}, rsft={"enabled": False},
                          distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
-    run = run_training(config, tmp_path / "run")
+    run = run_experiments(config, run_training(config, tmp_path / "run").path)
     dist = run.read_metrics()["distribution"]
     assert set(dist) == {"easy", "hard"}
     assert dist["easy"]["train_split"] == "train" and dist["hard"]["train_split"] == "train_hard"
@@ -340,7 +343,7 @@ def test_distribution_experiment_trains_on_each_split(tmp_path):
 
 
 def test_shuffled_copy_is_measured_only_for_the_chosen_phases(tmp_path):
-    from library.train import run_training
+    from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir, grpo={"enabled": False}, eval={"shuffled_phases": ["sft"]})
@@ -354,13 +357,16 @@ def test_shuffled_copy_is_measured_only_for_the_chosen_phases(tmp_path):
 def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
     """With the main RSFT phase on (easy, from SFT), the easy condition is that phase's adapter,
     evaluated on the distribution subset, not a second identical RSFT; hard still trains."""
-    from library.runs import RunDir
-    from library.train import run_training
+    from library.experiments import run_experiments
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir, grpo={"enabled": False},
                          distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
     run = run_training(config, tmp_path / "run")
+    assert "distribution" not in run.read_metrics()  # the pipeline trains the phases, nothing else
+    run = run_experiments(config, run.path)
     metrics = run.read_metrics()
     dist = metrics["distribution"]
     assert dist["easy"]["from_phase"] == "rsft" and "from_phase" not in dist["hard"]
@@ -376,8 +382,8 @@ def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch
     """precision "auto" on a machine with bf16 matrix units runs in bf16 and says so in meta.json;
     the process-wide setting is back to fp32 when the run returns (a leak once made later tests
     in the same process generate in bf16 on CI machines with AMX)."""
-    import library.model as m
-    from library.train import run_training
+    import library.model.load as m
+    from library.train.pipeline import run_training
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
     data_dir = write_tiny_data(tmp_path / "data")
@@ -394,8 +400,8 @@ def test_run_generates_in_bf16_where_bf16_matmuls_are_fast_and_trains_in_fp32(tm
     """On a CPU without AMX whose bf16 matmuls measure >= 1.5x fp32 (the AVX512-BF16 EPYC), a
     run trains in fp32 and evaluates in bf16; meta.json says both and the measured speedup;
     ``generation.precision: float32`` keeps generation exact."""
-    import library.model as m
-    from library.train import run_training
+    import library.model.load as m
+    from library.train.pipeline import run_training
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
     monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 3.8)
@@ -415,8 +421,8 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     model, and the RL phases' adapters never change the SFT weights."""
     import torch
 
-    from library.sft import is_full_model_dir, load_full_model
-    from library.train import run_training
+    from library.train.checkpoints import is_full_model_dir, load_full_model
+    from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir, sft={"method": "full", "knowledge_epochs": 1, "facts_per_row": 8,
@@ -448,19 +454,19 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
 def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path):
     """ablation.enabled: GRPO again from the same start under a correctness-only reward, logged in
     its own sub-run, evaluated on the main eval questions and compared pairwise with the main GRPO;
-    a finished run started without the section resumes into the ablation alone."""
-    from library.runs import RunDir
-    from library.train import run_training
+    an experiment runs beside the pipeline, on a finished run, and adds its own section."""
+    from library.experiments import ExperimentError, run_experiments
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
     run_dir = tmp_path / "run"
-    run_training(tiny_config(data_dir), run_dir)  # a finished run from before the ablation existed
-    meta = json.loads((run_dir / "meta.json").read_text())
-    del meta["config"]["ablation"]
-    (run_dir / "meta.json").write_text(json.dumps(meta))
+    run_training(tiny_config(data_dir), run_dir)  # a finished run without the ablation
     main_episodes = (run_dir / "episodes.jsonl").read_text()
+    with pytest.raises(ExperimentError, match="other settings"):
+        run_experiments(tiny_config(data_dir, seed=1, ablation={"enabled": True}), run_dir)
 
-    run = run_training(tiny_config(data_dir, ablation={"enabled": True}), run_dir, resume=True)
+    run = run_experiments(tiny_config(data_dir, ablation={"enabled": True}), run_dir)
     metrics = run.read_metrics()
     ablation = metrics["ablation"]
     assert ablation["reward_preset"] == "paper+edges+correctness" and ablation["main_reward_preset"] == "paper+edges"

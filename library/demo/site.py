@@ -10,7 +10,7 @@ in the completion, per run the headline metrics, accuracy by hop and the trainin
 with 95% intervals. An episode's verdict (``correct``) and the edges its TRACE claims are
 the ones the reward stored when it scored the episode; the page never parses a completion.
 
-No torch, no manim: this module only reads JSON through :mod:`library.runs`.
+No torch, no manim: this module only reads runs through :mod:`library.runs.reader`.
 
 >>> span_entities(_toy_kg(), "TRACE: a is caused by b.")
 [[7, 8, 'A'], [22, 23, 'B']]
@@ -19,7 +19,6 @@ No torch, no manim: this module only reads JSON through :mod:`library.runs`.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -29,18 +28,20 @@ from typing import Any, Iterable
 
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
-from library.jsonl import atomic_write_text, iter_jsonl
-from library.evaluate import wilson_interval
-from library.kg import KnowledgeGraph, load_kg
-from library.matching import EntityMatcher, stored_claims
-from library.runs import EPISODES, META, RunDir
+from library.jsonl import atomic_write_text
+from library.graph.kg import KnowledgeGraph
+from library.scoring.matching import EntityMatcher
+from library.runs.folder import META
+from library.runs.reader import RunView, rollout_curve
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 STATIC_DIR = PACKAGE_DIR / "static"
 DEFAULT_OUT = Path("renders/demo")
-QUESTION_FILES = ("eval.jsonl", "train.jsonl", "train_hard.jsonl", "eval_shuffled.jsonl")
-MAX_EPISODES_PER_GROUP = 400  # per (phase, split) in the player; training logs are thinned evenly
+DEFAULT_RUNS = Path("data/runs")  # the canonical runs (and the user's own); experiments on request
+DEFAULT_OPEN = "reference"  # the run the page opens on, when it is one of the runs
+MAX_EVAL_EPISODES = 400  # per (phase, eval split) in the player: every question of an eval subset
+MAX_ROLLOUTS = 100  # per phase: training samples, thinned evenly (the page shows a sample of them)
 GRAPH_W, GRAPH_H = 1000, 620
 MAX_LANE = 8  # extra entities (mentioned off the neighbourhood) drawn on the top lane
 MAX_PER_COLUMN = 4  # neighbour nodes stacked above/below one path node
@@ -56,7 +57,7 @@ def _entity_matcher(kg: KnowledgeGraph) -> EntityMatcher:
 
 def span_entities(kg: KnowledgeGraph, text: str) -> list[list[Any]]:
     """``[start, end, entity_id]`` mentions of KG entities, in order, found by the reward's
-    :class:`~library.matching.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
+    :class:`~library.scoring.matching.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
     case), so the page marks the entities the reward read."""
     return [[start, end, ident] for start, end, ident in _entity_matcher(kg).spans(text)]
 
@@ -131,6 +132,20 @@ def layout_subgraph(kg: KnowledgeGraph, path_entities: list[str], extra: Iterabl
     return {"width": GRAPH_W, "height": GRAPH_H, "nodes": nodes, "edges": edges}
 
 
+def packed_layout(layout: dict[str, Any]) -> dict[str, Any]:
+    """``layout`` as the page packs it: nodes without their label and type (the run's entity map
+    has them) and KG edges without their defaults (no hop, kind "kg"); app.js fills them in.
+
+    >>> packed_layout({"nodes": [{"id": "A", "label": "a", "type": "t", "x": 1}],
+    ...                "edges": [{"src": "A", "rel": "r", "dst": "B", "hop": None, "kind": "kg"}]})
+    {'nodes': [{'id': 'A', 'x': 1}], 'edges': [{'src': 'A', 'rel': 'r', 'dst': 'B'}]}
+    """
+    nodes = [{k: v for k, v in n.items() if k not in ("label", "type")} for n in layout["nodes"]]
+    edges = [{k: v for k, v in e.items() if not (e.get("kind") == "kg" and (k == "kind" or (k == "hop" and v is None)))}
+             for e in layout["edges"]]
+    return {**layout, "nodes": nodes, "edges": edges}
+
+
 def gold_path_layout(kg: KnowledgeGraph, q: Question, extra: Iterable[str] = (),
                      extra_edges: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
     """Layout for a question; gold path edges with the path's own relation get ``hop``."""
@@ -141,72 +156,29 @@ def gold_path_layout(kg: KnowledgeGraph, q: Question, extra: Iterable[str] = (),
     return layout
 
 
-# ----------------------------------------------------------------------------- statistics
-def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
-    """95% Wilson interval for k successes out of n, rounded for the page (library.evaluate's
-    interval; an empty sample shows [0, 0] rather than the uninformative [0, 1]).
-
-    >>> wilson(5, 10)
-    [0.23659, 0.76341]
-    """
-    if n == 0:
-        return [0.0, 0.0]
-    return [round(x, 6) for x in wilson_interval(k, n, z)]
-
-
-def mean_ci(values: list[float], z: float = 1.96) -> tuple[float, list[float]]:
-    """Mean and a normal 95% interval (zero width for one value)."""
-    n = len(values)
-    m = sum(values) / n
-    if n < 2:
-        return m, [m, m]
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    half = z * sd / math.sqrt(n)
-    return m, [m - half, m + half]
-
-
-def step_curves(episodes: Iterable[Episode]) -> dict[str, list[dict[str, Any]]]:
-    """Per training phase: accuracy (Wilson CI) and mean reward (normal CI) by step, from the
-    training rollouts, binned to at most MAX_CURVE_POINTS points. RSFT samples all come
-    before its training (step 0), so they draw no curve."""
-    by_phase: dict[str, dict[int, list[Episode]]] = defaultdict(lambda: defaultdict(list))
-    for ep in episodes:
-        if ep.kind == "rollout" and ep.step > 0:
-            by_phase[ep.phase][ep.step].append(ep)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for phase, steps in by_phase.items():
-        ordered = sorted(steps)
-        bin_size = max(1, math.ceil(len(ordered) / MAX_CURVE_POINTS))
-        points = []
-        for i in range(0, len(ordered), bin_size):
-            chunk = ordered[i:i + bin_size]
-            eps = [e for s in chunk for e in steps[s]]
-            k = sum(bool(e.correct) for e in eps)
-            m, ci = mean_ci([float(e.reward.total) for e in eps])
-            points.append({"step": chunk[-1], "n": len(eps), "accuracy": k / len(eps), "accuracy_ci": wilson(k, len(eps)),
-                           "reward_total": round(m, 6), "reward_ci": [round(ci[0], 6), round(ci[1], 6)]})
-        out[phase] = points
+# ----------------------------------------------------------------------------- curves
+def step_curves(run: RunView) -> dict[str, list[dict[str, Any]]]:
+    """Per training phase: accuracy and mean reward with their intervals by step, from the
+    training rollouts (library.runs.reader.rollout_curve), pooled to at most MAX_CURVE_POINTS
+    points. RSFT samples all come before its training (step 0), so they draw no curve."""
+    keys = ("step", "n", "accuracy", "accuracy_ci", "reward_total", "reward_ci")
+    out = {}
+    for phase in PHASES:
+        curve = rollout_curve(run.episodes, phase, max_points=MAX_CURVE_POINTS, min_step=1)
+        if curve:
+            out[phase] = [{k: round(pt[k], 6) if k == "reward_total" else pt[k] for k in keys} for pt in curve]
     return out
 
 
-def monitor_points(metrics: dict[str, Any], meta: dict[str, Any], episodes: list[Episode],
-                   questions: dict[str, Question], kg: KnowledgeGraph) -> list[dict[str, Any]]:
+def monitor_points(metrics: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The reward-hacking monitor's steps of every RL phase, in order, each judged value as a
-    multiple of its threshold (1 warns; far_over_factor, or two over 1, stops): metrics.json's
-    ``monitor`` block, or, for a run from before the monitor, recomputed from its rollouts when
-    their questions are at hand."""
+    multiple of its threshold (1 warns; far_over_factor, or two over 1, stops), from metrics.json's
+    ``monitor`` block (a run without one shows no monitor)."""
     from library.config import MonitorSettings
-    from library.monitor import kl_by_step, monitor_phase, threshold_ratios
+    from library.evaluation.monitor import threshold_ratios
 
     settings = MonitorSettings.model_validate((meta.get("config") or {}).get("monitor") or {})
-    blocks = dict(metrics.get("monitor") or {})
-    if not blocks:
-        for phase in ("rsft", "grpo"):
-            rollouts = [e for e in episodes if e.phase == phase and e.kind == "rollout"]
-            if rollouts and all(e.ex_id in questions for e in rollouts):
-                curve = (metrics.get("curves") or {}).get(phase) or []
-                blocks[phase] = monitor_phase(phase, rollouts, questions.values(), kg, settings,
-                                              kl_by_step(curve)).summary()
+    blocks = metrics.get("monitor") or {}
     return [{"phase": phase, "step": point["step"], "status": point["status"], "rule": point["rule"],
              "ratios": threshold_ratios(point, settings)}
             for phase in PHASES if phase in blocks for point in blocks[phase]["steps"]]
@@ -222,54 +194,14 @@ class SiteData:
         return {"runs": self.runs, "skipped": self.skipped, "phases": list(PHASES)}
 
 
-def _question_sources(run: RunDir, meta: dict[str, Any], data_dir: Path | None) -> list[Path]:
-    files = sorted(p for p in run.path.glob("*.jsonl") if p.name != EPISODES)
-    data = meta.get("data")
-    if isinstance(data, dict):
-        for key in data:
-            p = Path(str(key))
-            if p.suffix == ".jsonl" and p.exists():
-                files.append(p)
-    if data_dir is not None:
-        files += [data_dir / name for name in QUESTION_FILES if (data_dir / name).exists()]
-    return list(dict.fromkeys(files))
-
-
-def load_questions(paths: Iterable[Path], wanted: set[str]) -> dict[str, Question]:
-    """Questions with the given ids from JSONL files (first file that has an id wins).
-    Lines that are not questions are ignored (a run folder may hold other JSONL files)."""
+def run_questions(run: RunView, episodes: Iterable[Episode]) -> dict[str, Question]:
+    """The questions the episodes answered, from the files the reader names for their splits;
+    a split whose file is missing contributes none (the page lists the missing ids)."""
     found: dict[str, Question] = {}
-    for path in paths:
-        if len(found) == len(wanted):
-            break
-        try:
-            for _, obj in iter_jsonl(path):
-                qid = obj.get("id") if isinstance(obj, dict) else None
-                if qid in wanted and qid not in found:
-                    try:
-                        found[qid] = Question.model_validate(obj)
-                    except ValueError:
-                        continue
-        except DataFileError:
-            continue
+    for split in sorted({ep.split for ep in episodes}):
+        if run.questions_file(split).exists():
+            found.update(run.questions(split))
     return found
-
-
-def _kg_for_run(run: RunDir, meta: dict[str, Any], default_kg: KnowledgeGraph | None,
-                cache: dict[str, KnowledgeGraph]) -> KnowledgeGraph:
-    candidates = [run.path / "kg.json"]
-    for key in ("kg_path", "kg"):
-        if isinstance(meta.get(key), str):
-            candidates.append(Path(meta[key]))
-    for c in candidates:
-        if c.exists():
-            key = str(c.resolve())
-            if key not in cache:
-                cache[key] = load_kg(c)
-            return cache[key]
-    if default_kg is None:
-        raise DataFileError(run.path, "no knowledge graph: pass --kg (or put kg.json in the run folder)")
-    return default_kg
 
 
 def _thin(items: list[Any], cap: int) -> list[Any]:
@@ -292,24 +224,22 @@ def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | None = Path("data"),
-                kg_cache: dict[str, KnowledgeGraph] | None = None) -> dict[str, Any]:
-    """Everything the page needs about one run; raises DataFileError on a bad run folder."""
-    kg_cache = {} if kg_cache is None else kg_cache
-    run = RunDir.open(path)
+def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None = None) -> dict[str, Any]:
+    """Everything the page needs about one run; raises DataFileError on a bad run folder.
+    ``kg_path`` / ``data_dir`` override the run's own (library/runs/reader.py)."""
+    run = RunView.open(path, kg=kg_path, data_dir=data_dir)
     if not (run.path / META).exists():
         raise DataFileError(run.path, "not a run folder: meta.json missing")
-    meta = run.read_meta()
+    meta, metrics = run.meta, run.metrics
     if not isinstance(meta, dict):
         raise DataFileError(run.path / META, "meta.json must be a JSON object")
-    metrics = run.read_metrics()
     if not isinstance(metrics, dict):
         raise DataFileError(run.path / "metrics.json", "metrics.json must be a JSON object")
-    kg = _kg_for_run(run, meta, default_kg, kg_cache)
-    typed = list(run.iter_episodes())
+    kg = run.kg
+    typed = run.episodes
     if not typed and not metrics:
         raise DataFileError(run.path, "run has neither episodes nor metrics")
-    questions = load_questions(_question_sources(run, meta, data_dir), {e.ex_id for e in typed})
+    questions = run_questions(run, typed)
 
     episodes = []
     for i, ep in enumerate(typed):
@@ -321,11 +251,11 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
             "answer_star": ep.answer_star or (q.answer_star if q else None),
             "sample_idx": ep.sample_idx, "completion": ep.completion,
             "spans": span_entities(kg, ep.completion),
-            "parsed": ep.parsed.model_dump(mode="json"),
+            "parsed": {"answer": ep.parsed.answer, "valid_format": ep.parsed.valid_format},  # the rest is in claims/spans
             "reward": {k: v for k, v in reward.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             "reward_labels": {k: v for k, v in reward.items() if isinstance(v, str)},
             "correct": ep.correct,
-            "claims": page_claims(stored_claims(ep.parsed, kg, q.path_star.edges if q else ())),
+            "claims": page_claims(ep.parsed.claims),
         })
 
     groups: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
@@ -337,7 +267,7 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
     false_claims: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for phase in PHASES:
         for split, eps in groups.get(phase, {}).items():
-            kept = _thin(eps, MAX_EPISODES_PER_GROUP)
+            kept = _thin(eps, MAX_EVAL_EPISODES if eps[0]["kind"] == "eval" else MAX_ROLLOUTS)
             player.setdefault(phase, {})[split] = kept
             for ep in kept:
                 used_q.add(ep["ex_id"])
@@ -353,8 +283,8 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
             "id": q.id, "split": q.split, "hop_len": q.hop_len, "question": q.question, "options": q.options,
             "answer_star": q.answer_star, "path": q.path_star.entities,
             "path_edges": [e.model_dump() for e in q.path_star.edges],
-            "graph": gold_path_layout(kg, q, extra=[x for c in false_claims[qid] for x in (c["src"], c["dst"])]
-                                      + sorted(mentioned[qid]), extra_edges=false_claims[qid]),
+            "graph": packed_layout(gold_path_layout(kg, q, extra=[x for c in false_claims[qid] for x in (c["src"], c["dst"])]
+                                                    + sorted(mentioned[qid]), extra_edges=false_claims[qid])),
         }
     ent_ids = {s[2] for ep in episodes for s in ep["spans"]} | {
         n["id"] for q in qdata.values() for n in q["graph"]["nodes"]}
@@ -365,12 +295,20 @@ def collect_run(path: Path, default_kg: KnowledgeGraph | None, data_dir: Path | 
     return {
         "run_id": run.run_id, "path": str(run.path), "meta": meta, "headline": _headline(metrics),
         "metrics": {k: v for k, v in metrics.items()},
-        "step_curves": step_curves(typed), "monitor": monitor_points(metrics, meta, typed, questions, kg),
+        "step_curves": step_curves(run), "monitor": monitor_points(metrics, meta),
         "episodes": player, "questions": qdata,
         "entities": entities, "relations": relations,
         "missing_questions": missing_q[:20], "n_missing_questions": len(missing_q),
         "n_episodes": len(episodes), "kg": {"source": kg.source, "version": kg.version},
     }
+
+
+def default_runs(root: Path = DEFAULT_RUNS, open_on: str | None = DEFAULT_OPEN) -> list[Path]:
+    """What ``kgr demo`` packs when given no runs: the run it opens on, when ``root`` has it (one
+    run keeps the page a few MB), else every run in ``root``."""
+    if open_on and (Path(root) / open_on / META).exists():
+        return [Path(root) / open_on]
+    return [Path(root)]
 
 
 def _expand(paths: Iterable[Path]) -> list[Path]:
@@ -385,26 +323,18 @@ def _expand(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def collect(run_paths: Iterable[Path], kg_path: Path | None = Path("data/kg.json"),
-            data_dir: Path | None = Path("data")) -> SiteData:
-    """Collect every run; a bad run folder becomes an entry in ``skipped`` with the reason."""
+def collect(run_paths: Iterable[Path], kg_path: Path | None = None, data_dir: Path | None = None,
+            open_on: str | None = DEFAULT_OPEN) -> SiteData:
+    """Collect every run; a bad run folder becomes an entry in ``skipped`` with the reason.
+    The run named ``open_on`` (a folder name) comes first: the page opens on it."""
     site = SiteData()
-    default_kg = None
-    kg_error = None
-    if kg_path is not None:
+    paths = _expand(run_paths)
+    paths.sort(key=lambda p: Path(p).name != open_on)  # stable: the rest keep their order
+    for path in paths:
         try:
-            default_kg = load_kg(kg_path)
-        except DataFileError as exc:
-            kg_error = str(exc)
-    cache: dict[str, KnowledgeGraph] = {}
-    for path in _expand(run_paths):
-        try:
-            site.runs.append(collect_run(path, default_kg, data_dir, cache))
+            site.runs.append(collect_run(path, kg_path, data_dir))
         except (DataFileError, ValueError, OSError) as exc:
-            reason = str(exc)
-            if kg_error and "no knowledge graph" in reason:
-                reason += f" ({kg_error})"
-            site.skipped.append({"path": str(path), "reason": reason})
+            site.skipped.append({"path": str(path), "reason": str(exc)})
     return site
 
 
@@ -433,9 +363,9 @@ def render_site(site: SiteData, out_dir: Path = DEFAULT_OUT, title: str = "KG re
     return out_dir / "index.html"
 
 
-def build_demo(run_paths: Iterable[Path], out_dir: Path = DEFAULT_OUT, kg_path: Path | None = Path("data/kg.json"),
-               data_dir: Path | None = Path("data")) -> tuple[Path, SiteData]:
-    site = collect(run_paths, kg_path=kg_path, data_dir=data_dir)
+def build_demo(run_paths: Iterable[Path], out_dir: Path = DEFAULT_OUT, kg_path: Path | None = None,
+               data_dir: Path | None = None, open_on: str | None = DEFAULT_OPEN) -> tuple[Path, SiteData]:
+    site = collect(run_paths, kg_path=kg_path, data_dir=data_dir, open_on=open_on)
     return render_site(site, out_dir), site
 
 

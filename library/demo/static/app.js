@@ -618,7 +618,26 @@ function showTry(out) {
 }
 
 // ------------------------------------------------------------------ wiring
+// The site packs each question's graph without what the run's entity map already holds (a node's
+// label and type) and without the defaults of a KG edge (no hop, kind "kg"): filled in here, once.
+function hydrate() {
+  for (const r of DATA.runs) {
+    for (const q of Object.values(r.questions)) {
+      for (const n of q.graph.nodes) {
+        const ent = r.entities[n.id] || {};
+        if (n.label === undefined) n.label = ent.label ?? n.id;
+        if (n.type === undefined) n.type = ent.type ?? null;
+      }
+      for (const e of q.graph.edges) {
+        if (e.hop === undefined) e.hop = null;
+        if (e.kind === undefined) e.kind = "kg";
+      }
+    }
+  }
+}
+
 function init() {
+  hydrate();
   $("prev").addEventListener("click", () => showEpisode(state.index - 1));
   $("next").addEventListener("click", () => showEpisode(state.index + 1));
   $("play").addEventListener("click", () => setPlaying(!state.playing));

@@ -1,0 +1,100 @@
+"""Experiments that run beside the training pipeline, on a finished run folder.
+
+The pipeline (``library.train.pipeline.run_training``) trains and evaluates the phases; an
+experiment then asks one question of that run, trains what it needs from the run's saved
+adapters, and adds its answer to the run's ``metrics.json`` under its own key:
+
+- ``distribution`` (library/experiments/distribution.py): RSFT on easy against hard prompts;
+- ``ablation`` (library/experiments/ablation.py): GRPO under another reward, paired against
+  the main GRPO phase.
+
+Each writes its episodes to a sub-run (``<run>/<experiment>/<condition>/``), never into the main
+log, and is listed in ``meta.json`` ``phases_completed`` once done, so a killed experiment is
+re-run and a finished one is skipped. ``kgr train`` calls :func:`run_experiments` after the
+phases when the profile enables one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from library.config import TrainConfig
+from library.runs.folder import RunDir
+
+#: The experiments, in the order they run.
+EXPERIMENTS = ("distribution", "ablation")
+
+
+class ExperimentError(RuntimeError):
+    """The run folder cannot host the experiment (unfinished, or trained with other settings)."""
+
+
+def wanted_experiments(config: TrainConfig, meta: dict[str, Any]) -> list[str]:
+    """The experiments ``config`` enables that the run has not finished yet."""
+    done = set(meta.get("phases_completed") or ())
+    return [name for name in EXPERIMENTS if getattr(config, name).enabled and name not in done]
+
+
+def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = None,
+                    console: Console | None = None) -> RunDir:
+    """Run every experiment ``config`` enables on the finished run in ``run_dir``.
+
+    The run must be complete and trained with the same settings (the experiment sections
+    aside); the phases' saved adapters are what the experiments start from.
+    """
+    from library.model.load import using_precision
+
+    run = RunDir.open(run_dir)
+    meta = run.read_meta()
+    if not wanted_experiments(config, meta):
+        return run
+    if meta.get("status") != "complete":
+        raise ExperimentError(f"{run.path}: experiments run on a finished run (status: {meta.get('status')!r}); "
+                              "finish it first with `kgr train --resume`")
+    from library.train.pipeline import comparable_config
+
+    if comparable_config(config) != comparable_config(meta.get("config") or {}):
+        raise ExperimentError(f"{run.path} was trained with other settings than this profile's; "
+                              "an experiment needs the run's own profile and model")
+    with using_precision(config.precision, config.generation.precision):
+        return _run(config, run, meta, backend, console or Console(stderr=True))
+
+
+def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, console: Console) -> RunDir:
+    from transformers import set_seed
+
+    from library.experiments.ablation import run_ablation
+    from library.experiments.distribution import run_distribution
+    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
+    from library.model.load import load_model
+    from library.train.backends.phases import RunContext
+    from library.train.backends.torch_phases import TorchBackend
+    from library.train.data import load_data, make_selection
+
+    backend = backend if backend is not None else TorchBackend()
+    writer = is_writer()
+    data = load_data(config)
+    selection = make_selection(config, data)
+    with main_process_first():
+        base, tokenizer = load_model(config.model, device=backend.eval_device)
+    backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
+                             console=console), base)
+    metrics = run.read_metrics()
+    completed = list(meta.get("phases_completed") or ())
+    for name in wanted_experiments(config, meta):
+        set_seed(config.seed)
+        if name == "distribution":
+            metrics[name] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
+                                             main_rsft=metrics.get("training", {}).get("rsft"))
+        else:
+            metrics[name] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
+        completed.append(name)
+        meta["phases_completed"] = list(completed)
+        if writer:
+            run.write_metrics(metrics)
+            run.write_meta(meta)
+        wait_for_everyone()
+    return run

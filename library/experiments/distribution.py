@@ -1,0 +1,87 @@
+"""The distribution trap: RSFT from the SFT result on easy (1-3-hop) against hard (4-5-hop)
+training prompts, each evaluated on the same eval subset. Does training on problems like the
+test set beat training on easier ones the model can already solve?
+
+It runs beside the pipeline, on a finished run (:func:`library.experiments.run_experiments`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from rich.console import Console
+
+from library.config import TrainConfig
+from library.runs.folder import RunDir
+from library.train.data import DataBundle, Selection, select_balanced
+
+
+def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
+                     selection: Selection, run: RunDir, console: Console,
+                     main_rsft: dict[str, Any] | None = None) -> dict[str, Any]:
+    """RSFT from the SFT result (``policy("sft")``: a trainable policy, from the torch backend) on
+    each training distribution, each evaluated on the same eval subset.
+
+    Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
+    rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
+    The condition the main RSFT phase already trained (``config.rsft.distribution``, from the
+    same SFT result with the same settings; ``main_rsft`` is its training info) is not trained
+    twice: its adapter is evaluated on the subset, and the entry says ``"from_phase": "rsft"``.
+    Both conditions then sample prompts SFT never showed (the main RSFT pool; train_hard).
+    """
+    from transformers import set_seed
+
+    from library.model.distributed import is_writer, wait_for_everyone
+    from library.evaluation.evaluate import evaluate
+    from library.train.grpo import filter_episodes
+    from library.scoring.reward import RewardModel
+    from library.train.data import select_prompts
+    from library.train.rsft import run_rsft
+    from library.contracts import ROLLOUT_KIND
+
+    out: dict[str, Any] = {}
+    eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
+    reward = RewardModel.from_preset(data.kg, config.rsft.reward_preset)
+    eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
+    grpo_ids = {q.id for q in selection.grpo_pool}
+    for cond in config.distribution.conditions:
+        console.rule(f"[bold]distribution: RSFT on {cond}")
+        set_seed(config.seed)
+        sub = RunDir(run.path / "distribution" / cond)
+        sub.path.mkdir(parents=True, exist_ok=True)
+        settings = config.rsft.model_copy(update={"distribution": cond})
+        t0 = time.perf_counter()
+        reused = main_rsft is not None and cond == config.rsft.distribution and config.rsft.enabled
+        if reused:
+            console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, same settings)[/]")
+            model = policy("rsft")
+            n_winners, n_prompts = main_rsft.get("n_winners"), main_rsft.get("n_prompts")
+            if is_writer():
+                filter_episodes(sub, lambda ep: False)  # an eval left by an interrupted attempt: redo it
+        else:
+            prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed,
+                                     exclude=grpo_ids)
+            start = policy("sft")
+            model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
+                                  ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
+                                  adapter_dir=run.path / "adapters" / "distribution" / cond,
+                                  seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
+            n_winners, n_prompts = res.n_winners, res.n_prompts
+            # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
+            if is_writer():
+                filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+        wait_for_everyone()
+        model.eval()
+        block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+                         store_metrics=True)
+        model.unload()
+        train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
+        out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
+        out[cond].update({"by_hop": block.get("by_hop", {}), "train_split": train_split,
+                          "n_winners": n_winners, "n_prompts": n_prompts,
+                          "seconds": round(time.perf_counter() - t0, 2)})
+        if reused:
+            out[cond]["from_phase"] = "rsft"
+    return out

@@ -1,0 +1,341 @@
+"""The knowledge graph: load and validate ``data/kg.json``, query it, sample paths from it.
+
+Everything here is deterministic: entities keep file order, successor lists are sorted,
+and path sampling takes an explicit ``random.Random``.
+
+>>> kg = KnowledgeGraph.from_dict({
+...     "version": "1", "domain": "toy",
+...     "entities": [{"id": "A", "label": "a", "type": "symptom"},
+...                  {"id": "B", "label": "b", "type": "cause"},
+...                  {"id": "C", "label": "c", "type": "fix"}],
+...     "relations": [{"id": "caused_by", "label": "is caused by"},
+...                   {"id": "fixed_by", "label": "is fixed by"}],
+...     "edges": [{"src": "A", "rel": "caused_by", "dst": "B"},
+...               {"src": "B", "rel": "fixed_by", "dst": "C"}]})
+>>> kg.reach("A", ["caused_by", "fixed_by"])
+['C']
+>>> kg.has_edge("A", "caused_by", "B")
+True
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from library.contracts import GoldPath, PathEdge
+from library.errors import DataFileError
+
+EntityType = Literal["symptom", "cause", "fix", "diagnostic", "tool"]
+DEFAULT_KG_PATH = Path("data/kg.json")
+
+
+class Entity(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    label: str
+    type: EntityType
+
+
+class Relation(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    label: str
+
+
+class KGFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: str
+    domain: str
+    entities: list[Entity]
+    relations: list[Relation]
+    edges: list[PathEdge]
+
+
+def _line_of_item(raw: str, section: str, index: int) -> int | None:
+    """1-based line where item ``index`` of the top-level array ``section`` starts.
+
+    Written by hand because ``json`` reports positions only for syntax errors, and we want
+    "kg.json:412: edge 37 names unknown entity" for semantic errors too. A tiny scanner
+    that skips strings and counts object openings at array depth is enough.
+    """
+    key = raw.find(f'"{section}"')
+    if key < 0:
+        return None
+    pos = raw.find("[", key)
+    depth, count, in_str, escape = 0, -1, False, False
+    for i in range(pos + 1, len(raw)):
+        ch = raw[i]
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            if depth == 0:
+                count += 1
+                if count == index:
+                    return raw.count("\n", 0, i) + 1
+            depth += 1
+        elif ch in "}]":
+            if depth == 0:
+                return None
+            depth -= 1
+    return None
+
+
+class KnowledgeGraph:
+    """A validated KG with fast lookups and a networkx MultiDiGraph view."""
+
+    def __init__(self, data: KGFile, source: str | Path = "<memory>", raw: str | None = None):
+        self.source = str(source)
+        self.version = data.version
+        self.domain = data.domain
+        self.entities: dict[str, Entity] = {}
+        self.relations: dict[str, Relation] = {}
+        self.edges: list[PathEdge] = []
+
+        def fail(section: str, index: int, message: str) -> DataFileError:
+            line = _line_of_item(raw, section, index) if raw is not None else None
+            return DataFileError(self.source, f"{section}[{index}]: {message}", line=line)
+
+        labels: dict[str, str] = {}
+        for i, ent in enumerate(data.entities):
+            if ent.id in self.entities:
+                raise fail("entities", i, f"duplicate entity id {ent.id!r}")
+            if not ent.label.strip():
+                raise fail("entities", i, f"entity {ent.id!r} has an empty label")
+            key = ent.label.casefold()
+            if key in labels:
+                raise fail("entities", i, f"label {ent.label!r} of {ent.id!r} is already used by {labels[key]!r}")
+            labels[key] = ent.id
+            self.entities[ent.id] = ent
+        for i, rel in enumerate(data.relations):
+            if rel.id in self.relations:
+                raise fail("relations", i, f"duplicate relation id {rel.id!r}")
+            self.relations[rel.id] = rel
+        seen: set[tuple[str, str, str]] = set()
+        for i, edge in enumerate(data.edges):
+            for end in (edge.src, edge.dst):
+                if end not in self.entities:
+                    raise fail("edges", i, f"edge {edge.src} -{edge.rel}-> {edge.dst} names unknown entity {end!r}")
+            if edge.rel not in self.relations:
+                raise fail("edges", i, f"edge {edge.src} -{edge.rel}-> {edge.dst} names unknown relation {edge.rel!r}")
+            if edge.src == edge.dst:
+                raise fail("edges", i, f"self-loop on {edge.src!r}")
+            triple = (edge.src, edge.rel, edge.dst)
+            if triple in seen:
+                raise fail("edges", i, f"duplicate edge {edge.src} -{edge.rel}-> {edge.dst}")
+            seen.add(triple)
+            self.edges.append(edge)
+        self._edge_set = seen
+        out: dict[tuple[str, str], list[str]] = defaultdict(list)
+        inc: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for e in self.edges:
+            out[(e.src, e.rel)].append(e.dst)
+            inc[(e.dst, e.rel)].append(e.src)
+        self._out = {k: sorted(v) for k, v in out.items()}
+        self._in = {k: sorted(v) for k, v in inc.items()}
+        self._out_edges: dict[str, list[PathEdge]] = defaultdict(list)
+        for e in sorted(self.edges, key=lambda e: (e.src, e.rel, e.dst)):
+            self._out_edges[e.src].append(e)
+        # Any-relation views: distractor search (library/questions/distractors.py) walks them many
+        # thousands of times per dataset build, and questions are checked from their labels.
+        undirected: dict[str, set[str]] = defaultdict(set)
+        incoming: dict[str, list[PathEdge]] = defaultdict(list)
+        for e in self.edges:
+            undirected[e.src].add(e.dst)
+            undirected[e.dst].add(e.src)
+            incoming[e.dst].append(e)
+        self._undirected = {k: sorted(v) for k, v in undirected.items()}
+        self._in_edges = {k: sorted(v, key=lambda e: (e.rel, e.src)) for k, v in incoming.items()}
+        self._by_label = {ent.label: ent.id for ent in self.entities.values()}
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any], source: str | Path = "<memory>", raw: str | None = None) -> "KnowledgeGraph":
+        try:
+            data = KGFile.model_validate(obj)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = err["loc"]
+            line = None
+            if raw is not None and len(loc) >= 2 and isinstance(loc[1], int):
+                line = _line_of_item(raw, str(loc[0]), loc[1])
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+            raise DataFileError(source, f"{where or '<top level>'}: {err['msg']}", line=line) from None
+        return cls(data, source=source, raw=raw)
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_KG_PATH) -> "KnowledgeGraph":
+        path = Path(path)
+        if not path.exists():
+            raise DataFileError(path, "knowledge graph file not found")
+        raw = path.read_text(encoding="utf-8")
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
+        if not isinstance(obj, dict):
+            raise DataFileError(path, "top level must be a JSON object with version, domain, entities, relations, edges")
+        return cls.from_dict(obj, source=path, raw=raw)
+
+    # ------------------------------------------------------------------ queries
+    def label(self, entity_id: str) -> str:
+        return self.entities[entity_id].label
+
+    def type_of(self, entity_id: str) -> str:
+        return self.entities[entity_id].type
+
+    def relation_label(self, rel_id: str) -> str:
+        return self.relations[rel_id].label
+
+    def has_edge(self, src: str, rel: str, dst: str) -> bool:
+        return (src, rel, dst) in self._edge_set
+
+    def successors(self, entity_id: str, rel: str) -> list[str]:
+        """Sorted targets of ``entity_id -rel->``."""
+        return self._out.get((entity_id, rel), [])
+
+    def predecessors(self, entity_id: str, rel: str) -> list[str]:
+        return self._in.get((entity_id, rel), [])
+
+    def out_edges(self, entity_id: str) -> list[PathEdge]:
+        """Outgoing edges sorted by (rel, dst)."""
+        return self._out_edges.get(entity_id, [])
+
+    def in_edges(self, entity_id: str) -> list[PathEdge]:
+        """Incoming edges sorted by (rel, src)."""
+        return self._in_edges.get(entity_id, [])
+
+    def neighbours(self, entity_id: str) -> list[str]:
+        """Sorted entities one edge away in either direction, over any relation."""
+        return self._undirected.get(entity_id, [])
+
+    def entity_by_label(self, label: str) -> str | None:
+        """The id of the entity with this label (labels name entities in questions), or None."""
+        return self._by_label.get(label)
+
+    def reach(self, start: str, chain: list[str]) -> list[str]:
+        """Sorted entities reachable from ``start`` by following the relations in ``chain``.
+
+        Walks may revisit entities here: this is the conservative set a question must rule
+        out (a distractor in it would be a second correct answer under some reading).
+        """
+        frontier = {start}
+        for rel in chain:
+            frontier = {dst for src in frontier for dst in self.successors(src, rel)}
+            if not frontier:
+                break
+        return sorted(frontier)
+
+    def entities_of_type(self, entity_type: str) -> list[str]:
+        return [e.id for e in self.entities.values() if e.type == entity_type]
+
+    @cached_property
+    def graph(self) -> nx.MultiDiGraph:
+        """A networkx view: nodes carry label/type, edges carry rel (key = rel)."""
+        g = nx.MultiDiGraph()
+        for e in self.entities.values():
+            g.add_node(e.id, label=e.label, type=e.type)
+        for edge in self.edges:
+            g.add_edge(edge.src, edge.dst, key=edge.rel, rel=edge.rel)
+        return g
+
+    def neighborhood(self, entity_ids: list[str], radius: int = 1, limit: int | None = None) -> list[str]:
+        """The given entities plus those within ``radius`` undirected hops, in a stable order
+        (given entities first, then by distance, then by id). ``limit`` caps the total."""
+        undirected = self.graph.to_undirected(as_view=True)
+        order = list(dict.fromkeys(entity_ids))
+        dist = {e: 0 for e in order}
+        frontier = list(order)
+        for d in range(1, radius + 1):
+            nxt = []
+            for node in frontier:
+                for nb in sorted(undirected.neighbors(node)):
+                    if nb not in dist:
+                        dist[nb] = d
+                        nxt.append(nb)
+            frontier = sorted(set(nxt))
+            order.extend(frontier)
+        return order[:limit] if limit else order
+
+    # ------------------------------------------------------------------- paths
+    def path_from_entities(self, entities: list[str], rels: list[str]) -> GoldPath:
+        edges = [PathEdge(src=a, rel=r, dst=b) for a, r, b in zip(entities, rels, entities[1:])]
+        for e in edges:
+            if not self.has_edge(e.src, e.rel, e.dst):
+                raise ValueError(f"not an edge of the KG: {e.src} -{e.rel}-> {e.dst}")
+        return GoldPath(entities=list(entities), edges=edges)
+
+    def sample_path(self, rng: random.Random, hops: int, start: str | None = None, max_tries: int = 50) -> GoldPath | None:
+        """A random simple path (no entity revisited) of exactly ``hops`` edges, or None.
+
+        Deterministic given the state of ``rng``: choices are made from sorted lists.
+        """
+        starts = [start] if start is not None else list(self.entities)
+        for _ in range(max_tries):
+            node = rng.choice(starts)
+            nodes, edges = [node], []
+            for _ in range(hops):
+                options = [e for e in self.out_edges(nodes[-1]) if e.dst not in nodes]
+                if not options:
+                    break
+                edge = rng.choice(options)
+                edges.append(edge)
+                nodes.append(edge.dst)
+            if len(edges) == hops:
+                return GoldPath(entities=nodes, edges=edges)
+        return None
+
+    def iter_paths(self, hops: int, start: str | None = None) -> Iterator[GoldPath]:
+        """Every simple path of exactly ``hops`` edges, in deterministic DFS order."""
+        starts = [start] if start is not None else list(self.entities)
+
+        def dfs(nodes: list[str], edges: list[PathEdge]) -> Iterator[GoldPath]:
+            if len(edges) == hops:
+                yield GoldPath(entities=list(nodes), edges=list(edges))
+                return
+            for e in self.out_edges(nodes[-1]):
+                if e.dst in nodes:
+                    continue
+                nodes.append(e.dst)
+                edges.append(e)
+                yield from dfs(nodes, edges)
+                nodes.pop()
+                edges.pop()
+
+        for s in starts:
+            yield from dfs([s], [])
+
+    def stats(self) -> dict[str, Any]:
+        by_type: dict[str, int] = defaultdict(int)
+        for e in self.entities.values():
+            by_type[e.type] += 1
+        by_rel: dict[str, int] = defaultdict(int)
+        for e in self.edges:
+            by_rel[e.rel] += 1
+        return {
+            "entities": len(self.entities),
+            "relations": len(self.relations),
+            "edges": len(self.edges),
+            "entities_by_type": dict(sorted(by_type.items())),
+            "edges_by_relation": dict(sorted(by_rel.items())),
+        }
+
+
+def load_kg(path: str | Path = DEFAULT_KG_PATH) -> KnowledgeGraph:
+    """Load and validate a kg.json; raises DataFileError naming the file, line and problem."""
+    return KnowledgeGraph.load(path)

@@ -1,0 +1,99 @@
+"""Bring a run folder written by an older version of the library to the current log format,
+once, in place (``kgr migrate RUN ...``), so that every reader reads one format.
+
+What older runs lack, and what is written instead:
+
+- an episode without ``parsed.claims`` gets the claims the reward's own scanner reads in its
+  TRACE, each judged against the KG and the question's gold path (what the reward stores today);
+- an episode without ``reward.max_mentions`` (the most times one entity is named) gets it from
+  the same scoring;
+- an episode without ``kind`` is an ``eval`` answer unless it is an RSFT/GRPO sample
+  (a ``sample_idx``, or a training step on a training split); ``correct`` is the one
+  correctness rule (:func:`library.scoring.answer_format.is_correct`);
+- ``meta.json`` loses settings of generation engines that no longer exist.
+
+Files are rewritten atomically and only when something changed; a current run is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from library.contracts import EVAL_KIND, ROLLOUT_KIND, Claim, Question
+from library.jsonl import atomic_write_text, iter_jsonl
+from library.runs.folder import EPISODES, META
+from library.runs.reader import RunView
+from library.scoring.answer_format import is_correct
+from library.scoring.reward import RewardModel
+
+#: Settings of removed features, dropped from an old meta.json's config.
+REMOVED_SETTINGS = {"generation": ("engine", "ct2_compute_type")}
+
+
+def _episode_files(run: Path) -> list[Path]:
+    return sorted(run.rglob(EPISODES))
+
+
+def migrate_episode(obj: dict[str, Any], question: Question | None, reward: RewardModel) -> bool:
+    """Fill what an old episode line lacks, in place; True when it changed."""
+    changed = False
+    parsed, breakdown = obj["parsed"], obj["reward"]
+    if parsed.get("claims") is None or "max_mentions" not in breakdown:
+        if question is None:
+            raise ValueError(f"episode {obj.get('ex_id')!r} needs its question to be migrated")
+        scored = reward.score(question, obj["completion"])
+        if parsed.get("claims") is None:
+            parsed["claims"] = [Claim.model_validate(c.model_dump()).model_dump() for c in scored.parsed.claims]
+        breakdown.setdefault("max_mentions", scored.reward.model_dump().get("max_mentions", 0))
+        changed = True
+    if obj.get("kind") is None:
+        rollout = obj.get("sample_idx") is not None or (obj.get("step", 0) > 0 and obj.get("split") != "eval")
+        obj["kind"] = ROLLOUT_KIND if rollout else EVAL_KIND
+        changed = True
+    star = obj.get("answer_star") or (question.answer_star if question else None)
+    if star is not None:
+        verdict = is_correct(parsed.get("answer"), parsed.get("valid_format", False), star)
+        if obj.get("correct") != verdict or obj.get("answer_star") != star:
+            obj["correct"], obj["answer_star"] = verdict, star
+            changed = True
+    elif obj.get("correct") is None:
+        obj["correct"] = float(breakdown.get("correctness", 0)) > 0
+        changed = True
+    return changed
+
+
+def migrate_run(path: str | Path, *, data_dir: str | Path | None = None, kg: str | Path | None = None) -> dict[str, int]:
+    """Migrate one run folder and its experiments' sub-runs; returns counts of what changed."""
+    view = RunView.open(path, data_dir=data_dir, kg=kg)
+    counts = {"episodes": 0, "files": 0, "meta": 0}
+    meta_path = view.path / META
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        config = meta.get("config") or {}
+        dropped = False
+        for section, keys in REMOVED_SETTINGS.items():
+            for key in keys:
+                if key in (config.get(section) or {}):
+                    del config[section][key]
+                    dropped = True
+        if dropped:
+            atomic_write_text(meta_path, json.dumps(meta, ensure_ascii=False, indent=2) + "\n")
+            counts["meta"] = 1
+    reward = RewardModel.from_preset(view.kg, (meta.get("reward") or {}).get("preset") if meta_path.exists() else None)
+    questions: dict[str, dict[str, Question]] = {}
+    for file in _episode_files(view.path):
+        lines, changed = [], 0
+        for _, obj in iter_jsonl(file):
+            split = obj.get("split", "eval")
+            if split not in questions:
+                qfile = view.questions_file(split)
+                questions[split] = {q.id: q for _, q in iter_jsonl(qfile, Question)} if qfile.exists() else {}
+            changed += migrate_episode(obj, questions[split].get(obj.get("ex_id")), reward)
+            lines.append(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+        if changed:
+            atomic_write_text(file, "".join(lines))
+            counts["episodes"] += changed
+            counts["files"] += 1
+    return counts

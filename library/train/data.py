@@ -1,0 +1,197 @@
+"""What each phase may train on and what is evaluated: the data files, and the questions
+every phase draws from them, with the guard that keeps eval out of training.
+
+SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL set); RSFT
+samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool; eval is
+a hop-balanced subset of eval.jsonl. :func:`assert_training_only` runs on every training set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from library.config import TrainConfig
+from library.contracts import Question
+from library.graph.kg import load_kg
+from library.jsonl import read_jsonl
+from library.questions.splits import SPLIT_FILES
+
+#: Splits nothing may train on (the shuffled copy is eval with its options reordered).
+EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
+
+
+@dataclass
+class DataBundle:
+    train: list
+    eval: list
+    train_hard: list
+    eval_shuffled: list
+    kg: Any
+    hashes: dict[str, str]
+    dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (library/experiments/sweeps)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_data(config: TrainConfig) -> DataBundle:
+    data_dir = Path(config.data_dir)
+    splits = {}
+    hashes = {}
+    for name, filename in SPLIT_FILES.items():
+        path = data_dir / filename
+        splits[name] = read_jsonl(path, Question)
+        hashes[filename] = _sha256(path)
+    hashes[Path(config.kg_path).name] = _sha256(Path(config.kg_path))
+    return DataBundle(kg=load_kg(config.kg_path), hashes=hashes, **splits)
+
+
+def select_balanced(questions: Sequence[Any], n: int, seed: str) -> list:
+    """``n`` questions spread evenly over hop lengths (leftovers to the shortest hops), seeded.
+
+    Deterministic for a seed string (``random.Random`` hashes strings with SHA-512) and
+    independent of the input order; the result is sorted by id.
+
+    >>> from types import SimpleNamespace as Q
+    >>> qs = [Q(id=f"q{i}", hop_len=4 + i % 2) for i in range(10)]
+    >>> sorted({q.hop_len: 0 for q in select_balanced(qs, 4, "s")})
+    [4, 5]
+    >>> [q.hop_len for q in select_balanced(qs, 4, "s")].count(4)
+    2
+    """
+    by_hop: dict[int, list] = {}
+    for q in sorted(questions, key=lambda q: q.id):
+        by_hop.setdefault(q.hop_len, []).append(q)
+    if n >= len(questions):
+        return sorted(questions, key=lambda q: q.id)
+    rng = random.Random(seed)
+    hops = sorted(by_hop)
+    want = {h: 0 for h in hops}
+    remaining = n
+    # round-robin so that a hop with too few questions hands its share to the others
+    while remaining:
+        progressed = False
+        for h in hops:
+            if remaining and want[h] < len(by_hop[h]):
+                want[h] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            break
+    chosen = []
+    for h in hops:
+        chosen += rng.sample(by_hop[h], want[h])
+    return sorted(chosen, key=lambda q: q.id)
+
+
+@dataclass
+class Selection:
+    sft: list
+    grpo_pool: list
+    rsft_prompts: list
+    eval: list
+    eval_shuffled: list
+    train_sample: list
+    forbidden_ids: set[str] = field(default_factory=set)
+    # every training question outside the GRPO pool: its gold paths weight the knowledge stage
+    train_paths: list = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sft": {"source": "train.jsonl", "n": len(self.sft), "excludes": "grpo_pool"},
+            "grpo_pool": {"source": "train.jsonl", "n": len(self.grpo_pool), "ids": [q.id for q in self.grpo_pool]},
+            "rsft_prompts": {"n": len(self.rsft_prompts),
+                             "splits": sorted({q.split for q in self.rsft_prompts})},
+            "eval": {"n": len(self.eval), "ids": [q.id for q in self.eval]},
+            "eval_shuffled": {"n": len(self.eval_shuffled), "ids": [q.id for q in self.eval_shuffled]},
+            "train_sample": {"n": len(self.train_sample), "ids": [q.id for q in self.train_sample]},
+        }
+
+
+def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
+    seed = config.seed
+    eval_sub = select_balanced(data.eval, config.eval.n_eval, f"{seed}:eval")
+    shuffled_by_source = {q.meta.get("shuffled_from", q.id.removesuffix("-shuf")): q for q in data.eval_shuffled}
+    eval_shuf = [shuffled_by_source[q.id] for q in eval_sub if q.id in shuffled_by_source] if config.eval.shuffled else []
+    grpo_pool = select_balanced(data.train, config.grpo.n_prompts, f"{seed}:grpo") if config.grpo.enabled else []
+    grpo_ids = {q.id for q in grpo_pool}
+    not_rl = [q for q in data.train if q.id not in grpo_ids]
+    hops = set(config.sft.question_hops or ())
+    sft_pool = [q for q in not_rl if q.hop_len in hops] if hops else not_rl
+    if not sft_pool:
+        raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
+    sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
+    train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
+    # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
+    sft_ids = {q.id for q in sft}
+    rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
+    if config.rsft.prompt_hops:
+        rsft_pool = [q for q in rsft_pool if q.hop_len in set(config.rsft.prompt_hops)]
+        if not rsft_pool:
+            raise ValueError(f"rsft.prompt_hops {sorted(config.rsft.prompt_hops)}: no training question "
+                             "outside SFT and the GRPO pool has these hop lengths")
+    rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
+                    if config.rsft.enabled else [])
+    forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
+    for qs in (sft, grpo_pool, rsft_prompts, not_rl):
+        assert_training_only(qs, forbidden)
+    return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
+                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden,
+                     train_paths=not_rl)
+
+
+def assert_training_only(questions: Iterable[Any], forbidden_ids: Iterable[str] = ()) -> None:
+    """Raise LeakageError if any question is from an eval split or has an eval id (shuffled copies included).
+
+    >>> from types import SimpleNamespace as Q
+    >>> assert_training_only([Q(id="train-00001", split="train")], {"eval-0001"})
+    >>> assert_training_only([Q(id="eval-0001-shuf", split="train")], {"eval-0001"})
+    Traceback (most recent call last):
+    ...
+    library.train.data.LeakageError: evaluation questions in a training phase: ['eval-0001-shuf']
+    """
+    forbidden = {_base_id(i) for i in forbidden_ids}
+    bad = [q.id for q in questions if q.split in EVAL_SPLITS or _base_id(q.id) in forbidden]
+    if bad:
+        raise LeakageError(f"evaluation questions in a training phase: {bad[:10]}")
+
+
+def _base_id(ex_id: str) -> str:
+    return ex_id[: -len("-shuf")] if ex_id.endswith("-shuf") else ex_id
+
+
+def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str, n: int, seed: int,
+                   exclude: Iterable[str] = ()) -> list[Any]:
+    """The RSFT prompt set: ``easy`` draws from train (1-3 hops), ``hard`` from train_hard (4-5 hops),
+    ``mix`` half from each. Seeded and order-independent of Python's hash seed.
+
+    >>> from types import SimpleNamespace as Q
+    >>> easy = [Q(id=f"t{i}", split="train") for i in range(10)]
+    >>> hard = [Q(id=f"h{i}", split="train_hard") for i in range(10)]
+    >>> [q.split for q in select_prompts(easy, hard, "mix", 4, 0)].count("train_hard")
+    2
+    """
+    excluded = set(exclude)
+    pools = {"easy": [list(train)], "hard": [list(hard)], "mix": [list(train), list(hard)]}[distribution]
+    rng = random.Random(f"{seed}:rsft:{distribution}")
+    shares = [n // len(pools) + (1 if i < n % len(pools) else 0) for i in range(len(pools))]
+    chosen: list[Any] = []
+    for pool, share in zip(pools, shares):
+        pool = sorted((q for q in pool if q.id not in excluded), key=lambda q: q.id)
+        if share > len(pool):
+            raise ValueError(f"RSFT wants {share} prompts from a pool of {len(pool)}")
+        chosen += rng.sample(pool, share)
+    return chosen
+
+
+class LeakageError(RuntimeError):
+    """An evaluation question reached a training phase."""

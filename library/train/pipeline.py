@@ -1,0 +1,459 @@
+"""Orchestration: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
+
+``run_training(config, run_dir, backend=...)`` is what ``kgr train`` calls (through
+``library.train.backends.pipeline``, which picks the backend). This is the one phase loop of every
+backend: a backend (``library.train.backends.phases``) only trains a phase and gives the model its
+evaluation generates with; resume checks, episode bookkeeping, evaluation and metrics are here.
+The run folder gets:
+
+- ``meta.json``: every setting (the whole TrainConfig), the backend, seed, data sha256 hashes, library and
+  package versions, platform, model info, reward configs, which questions each phase may use
+  (the GRPO pool ids, counts), and ``phases_completed`` (resume state).
+- ``metrics.json``: per split and phase (``eval``, ``eval_shuffled``, ``train_sample``), curves
+  per phase, ``timings`` per phase (training and eval separately), ``resources`` (peak RSS),
+  and ``distribution`` when that experiment runs.
+- ``episodes.jsonl``: every eval completion and every RSFT/GRPO rollout.
+- ``adapters/<phase>/`` and ``checkpoints/<phase>/`` (git-ignored): the LoRA adapters and the
+  trainer checkpoints that make a killed run resumable.
+
+Resume: a phase is listed in ``phases_completed`` only once its training *and* its eval are
+done. On ``--resume`` completed phases are skipped; the first incomplete one is redone from
+its newest checkpoint, and the episodes it had logged are cut back to what the checkpoint
+covers (eval episodes of an unfinished phase are always redone), so no episode is duplicated.
+
+Data discipline: SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL
+set); RSFT samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool.
+Every training phase asserts that no eval or eval_shuffled id reaches it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+
+from library.config import TrainConfig
+from library.runs.folder import RunDir
+from library.train.data import DataBundle, Selection, load_data, make_selection, select_balanced
+
+EVAL_SPLIT_KEYS = ("eval", "eval_shuffled", "train_sample")
+#: metrics.json split key -> the Episode.split its episodes carry
+EPISODE_SPLIT = {"eval": "eval", "eval_shuffled": "eval_shuffled", "train_sample": "train"}
+TRAINED_MARKER = "trained.json"
+
+
+class ResumeError(RuntimeError):
+    """The run folder exists but cannot be resumed with this config (or resume was not asked for)."""
+
+
+# ----------------------------------------------------------------------------- meta
+def _versions() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "peft", "trl", "accelerate", "datasets"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def platform_info(threads: int | None) -> dict[str, Any]:
+    import os
+
+    import torch
+
+    from library.model.load import bf16_matmul_speedup, bf16_matrix_units, compute_precision, generation_precision
+
+    info = _versions()
+    info.update({
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "requested_threads": threads,
+        "precision": compute_precision(),
+        "generation_precision": generation_precision(),
+        "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
+        # fp32 / bf16 time of one MLP matmul: why generation's "auto" chose what it chose
+        "bf16_matmul_speedup": None if torch.cuda.is_available() else round(bf16_matmul_speedup(), 2),
+        "cuda": torch.cuda.is_available(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    })
+    return info
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024, 1)
+
+
+def build_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, model_info: dict[str, Any]) -> dict[str, Any]:
+    from library import __version__
+    from library.scoring.reward import RewardConfig
+
+    return {
+        "run_id": run.run_id,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": config.profile,
+        "model": model_info,
+        "seed": config.seed,
+        "hyperparameters": {
+            "sft": config.sft.model_dump(mode="json"),
+            "rsft": config.rsft.model_dump(mode="json"),
+            "grpo": config.grpo.model_dump(mode="json"),
+            "eval": config.eval.model_dump(mode="json"),
+            "distribution": config.distribution.model_dump(mode="json"),
+        },
+        "config": config.to_meta(),
+        "reward": {
+            "preset": config.grpo.reward_preset,
+            "eval": RewardConfig.preset_named(config.eval.reward_preset).as_dict(),
+            "rsft": RewardConfig.preset_named(config.rsft.reward_preset).as_dict(),
+            "grpo": RewardConfig.preset_named(config.grpo.reward_preset).as_dict(),
+        },
+        "library_version": __version__,
+        "data": data.hashes,
+        "platform": platform_info(config.threads),
+        "selection": selection.summary(),
+        "phases": config.phases(),
+        "phases_completed": [],
+        "status": "running",
+    }
+
+
+# ----------------------------------------------------------------------------- eval
+def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_model, run: RunDir,
+                   config: TrainConfig, console: Console, kg: Any = None) -> dict[str, dict[str, Any]]:
+    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
+    fact recall (library/train/facts.py) of the (entity, relation) groups the eval chains use.
+
+    Returns ``{key: block}`` (keys: eval, eval_shuffled, train_sample, facts); the episodes go
+    to the run's episodes.jsonl.
+
+    Across N processes (library/model/distributed.py) the greedy answers are sharded: each process
+    answers a contiguous slice of every split, the episodes are gathered in question order and
+    the main process logs them (``library.evaluation.evaluate.evaluate``), so the answers cost 1/N of the
+    time. Fact recall is teacher-forced (one forward pass per batch, no decoding loop) and runs
+    on the main process while the others wait at the barrier after it: it is the cheaper part
+    (~55 s of a ~130 s quick-profile eval on this CPU against ~75 s of decoding), and sharding it
+    would need its per-group hits gathered for the per-relation shares. Why sharding the
+    answers rather than answering on the main process alone: decoding is per-question work with
+    no communication, so N processes finish it in ~1/N of the time, while the main-only design
+    leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
+    the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
+    """
+    from library.model.distributed import is_writer, wait_for_everyone
+
+    kg = kg if kg is not None else reward_model.kg
+    from library.evaluation.evaluate import evaluate
+
+    blocks = {}
+    shuffled_phases = config.eval.shuffled_phases
+    shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
+    for key, questions in (("eval", selection.eval), ("eval_shuffled", shuffled),
+                           ("train_sample", selection.train_sample)):
+        if not questions:
+            continue
+        t0 = time.perf_counter()
+        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
+        # blocks when the phase completes), so a half-done phase never shows up as a result.
+        blocks[key] = evaluate(
+            model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
+            batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens, store_metrics=False,
+        )
+        acc = blocks[key].get("accuracy")
+        console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
+    if selection.eval and is_writer():
+        # Did the model learn the facts the eval chains need (apart from composing them)?
+        # Recall where the facts were taught (knowledge rows) and where composition needs them
+        # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.
+        from library.train.facts import eval_fact_groups, fact_recall, trace_recall
+
+        t0 = time.perf_counter()
+        blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
+        n_trace = config.eval.n_trace_recall
+        traced = (selection.eval if n_trace is None
+                  else select_balanced(selection.eval, n_trace, f"{config.seed}:trace_recall"))
+        style = None if config.sft.trace_style == "copy" else config.sft.trace_style
+        in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
+        in_trace.pop("hits")
+        blocks["facts"]["in_trace"] = in_trace
+        console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
+                      f"recall={blocks['facts']['recall']:.3f}, inside the TRACE {in_trace['recall']:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
+    wait_for_everyone()  # the other processes wait while the main one measures fact recall
+    return blocks
+
+
+# ----------------------------------------------------------------------------- resume bookkeeping
+def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, base_info: dict[str, Any],
+              backend: Any, *, fresh: bool, write: bool = True) -> dict[str, Any]:
+    """meta.json for this process: written new for a fresh run; for a resumed one, checked to
+    come from the same backend, settings and data (else ResumeError) and marked running again.
+    ``write=False`` (the non-main processes of a multi-process run) builds and checks the same
+    dict without writing it."""
+    from library.model.distributed import process_summary
+
+    if fresh:
+        meta = build_meta(config, run, data, selection, base_info)
+        meta["backend"] = backend.name
+        if backend.options():
+            meta["backend_options"] = backend.options()
+        meta["processes"] = process_summary()
+        if write:
+            run.write_meta(meta)
+        return meta
+    meta = run.read_meta()
+    if meta.get("backend") != backend.name:
+        raise ResumeError(f"{run.path} was trained with backend {meta.get('backend')!r}, not {backend.name!r}")
+    if comparable_config(meta.get("config") or {}) != comparable_config(config):
+        raise ResumeError(f"{run.path} was started with different settings; resume needs the same profile and model")
+    if meta.get("data") != data.hashes:
+        raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
+    if meta.get("status") != "complete":  # resuming a finished run changes nothing
+        meta["status"] = "running"
+        meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        meta["processes"] = process_summary()  # a resume may use another number of processes
+        if write:
+            run.write_meta(meta)
+    return meta
+
+
+def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
+    """The settings that decide what the phases train, as meta.json records them: everything but
+    the experiments (library/experiments), which run beside the pipeline on a finished run."""
+    current = dict(config.to_meta() if isinstance(config, TrainConfig) else config)
+    for section in ("distribution", "ablation"):
+        current.pop(section, None)
+    return current
+
+
+def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
+    """Cut what an unfinished phase logged before redoing it.
+
+    Rollouts: RSFT and GRPO decide themselves which of theirs a checkpoint still covers, so
+    they are kept here when ``keep_rollouts``. Eval episodes: kept only when the model they
+    came from is final (the base model, or an adapter whose training finished); then
+    ``library.evaluation.evaluate.evaluate`` skips the questions already answered. Anything else of the
+    phase (e.g. eval episodes of an adapter that is about to be trained further) goes.
+    """
+    from library.contracts import EVAL_KIND
+    from library.train.grpo import filter_episodes
+    from library.contracts import ROLLOUT_KIND
+
+    def keep(ep: dict[str, Any]) -> bool:
+        if ep.get("phase") != phase:
+            return True
+        kind = ep.get("kind")
+        return (keep_rollouts and kind == ROLLOUT_KIND) or (keep_eval and kind == EVAL_KIND)
+
+    return filter_episodes(run, keep)
+
+
+def trained_marker(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
+    """The training record of a phase whose training finished (its eval may not have), else None."""
+    marker = ckpt_dir / TRAINED_MARKER
+    if marker.exists() and (adapter_dir / "adapter_config.json").exists():
+        return json.loads(marker.read_text(encoding="utf-8"))
+    return None
+
+
+def mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
+    from library.jsonl import atomic_write_json
+
+    atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
+
+
+def phase_monitor_block(config: TrainConfig, data: DataBundle, selection: Selection, run: RunDir, phase: str,
+                        curve: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json ``monitor.<phase>``: the reward-hacking monitor over the phase's logged rollouts
+    and its curve's KL. The live monitor judged the same steps as they came; the block is
+    recomputed from the log so that it is, by construction, what ``kgr monitor`` finds later."""
+    from library.evaluation.monitor import kl_by_step, monitor_phase
+
+    questions = selection.rsft_prompts if phase == "rsft" else selection.grpo_pool
+    return monitor_phase(phase, run.iter_episodes(phase=phase), questions, data.kg, config.monitor,
+                         kl_by_step(curve)).summary()
+
+
+# ----------------------------------------------------------------------------- the run
+def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = None, resume: bool = False,
+                 console: Console | None = None, stop_after: str | None = None) -> RunDir:
+    """Run (or resume) every phase of ``config`` into ``run_dir``; return the RunDir.
+
+    ``backend``: a ``library.train.backends.phases.PhaseBackend`` (default: the torch backend); it
+    trains each phase and gives the model each phase's evaluation uses; everything else is here.
+    ``stop_after`` ends the run after that phase completes (tests use it to simulate a kill
+    between phases; a real kill mid-phase is handled by the checkpoints).
+
+    Under a multi-process launch (``kgr train --processes N`` or ``accelerate launch -m
+    library.cli train``) every process runs this loop: the trainers shard the data, sampling and
+    evaluation are sharded and gathered, and only the main process writes the run folder; the
+    others wait at a barrier wherever they next read it (library/model/distributed.py).
+
+    The run's compute precisions (``config.precision`` for training, ``config.generation.precision``
+    for generation) hold while it runs and are restored afterwards: a run leaves no process-wide
+    setting behind (tests run many in one process).
+    """
+    from library.model.load import using_precision
+
+    # before meta.json records them and any phase runs
+    with using_precision(config.precision, config.generation.precision):
+        return _run_phases(config, run_dir, backend=backend, resume=resume, console=console, stop_after=stop_after)
+
+
+def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resume: bool, console: Console | None,
+                stop_after: str | None) -> RunDir:
+    """The body of :func:`run_training`, under the run's compute precision."""
+    import torch
+    from transformers import set_seed
+
+    from library.train.backends.phases import RunContext
+    from library.train.backends.torch_phases import TorchBackend
+    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
+    from library.model.load import compute_precision, generation_precision, keep_freed_memory, load_model, model_info
+    from library.scoring.reward import RewardModel
+
+    keep_freed_memory()  # faster training steps on CPU (see its docstring)
+    backend = backend if backend is not None else TorchBackend()
+    writer = is_writer()
+    # one console speaks for the run; the other processes' lines would repeat it N times
+    console = (console or Console(stderr=True)) if writer else Console(stderr=True, quiet=True)
+    if config.threads:  # evaluation is torch on every backend
+        torch.set_num_threads(config.threads)
+    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
+    fresh = not (run_dir / "meta.json").exists()
+    wait_for_everyone()  # every process has seen the folder as it was before the main one writes to it
+    if not fresh and not resume:
+        raise ResumeError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run")
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
+
+    t_start = time.perf_counter()
+    data = load_data(config)
+    selection = make_selection(config, data)
+    with main_process_first():  # a model converted and cached on first use is written once
+        base, tokenizer = load_model(config.model, device=backend.eval_device)
+    meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
+    completed: list[str] = list(meta.get("phases_completed", []))
+    metrics = run.read_metrics()
+    for key in ("curves", "timings", "resources"):
+        metrics.setdefault(key, {})
+
+    eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
+    backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
+                             console=console), base)
+    console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
+                  f"precision={compute_precision()} generation={generation_precision()} run={run_dir} phases={' -> '.join(config.phases())}"
+                  + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
+
+    did_work = False
+    for phase in config.phases():
+        if phase in completed:
+            continue
+        console.rule(f"[bold]{phase}")
+        set_seed(config.seed)
+        ckpt_dir, adapter_dir = run_dir / "checkpoints" / phase, run_dir / "adapters" / phase
+        t0 = time.perf_counter()
+        if phase == "base":
+            if writer:
+                drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
+            wait_for_everyone()  # the episode log as the main process left it, for every process
+        else:
+            info = trained_marker(ckpt_dir, adapter_dir)
+            if writer:
+                drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
+                                    keep_eval=info is not None)
+            wait_for_everyone()
+            if info is not None:
+                console.print(f"  training of {phase} already finished; re-running its eval only")
+            else:
+                ckpt_dir.mkdir(parents=True, exist_ok=True)
+                info = backend.train_phase(phase, ckpt_dir, adapter_dir)
+                info["backend"] = backend.name
+                info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
+                wait_for_everyone()  # the adapter and every rollout are written before anyone reads them
+                if writer:
+                    mark_trained(ckpt_dir, info)
+                metrics["curves"][phase] = info.get("curve", [])
+                if phase in ("rsft", "grpo") and config.monitor.enabled:
+                    metrics.setdefault("monitor", {})[phase] = phase_monitor_block(config, data, selection, run, phase,
+                                                                                   metrics["curves"][phase])
+                metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
+                metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
+                                                             if k not in ("curve", "ex_ids", "winner_ids")}
+                console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
+
+        t1 = time.perf_counter()
+        with backend.eval_model(phase, adapter_dir) as phase_model:
+            phase_model.eval()
+            blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
+        metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
+        # Only now, with its training and its eval done, is the phase listed as completed.
+        did_work = True
+        for key, block in blocks.items():
+            metrics.setdefault(key, {})[phase] = block
+        metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
+        metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
+        completed.append(phase)
+        meta["phases_completed"] = list(completed)
+        if stop_after == phase:
+            meta["status"] = f"stopped after {phase}"
+        if writer:
+            run.write_metrics(metrics)
+            run.write_meta(meta)
+        wait_for_everyone()  # the phase is on disk, completed, before any process goes on
+        if stop_after == phase:
+            return run
+
+    if writer and (did_work or meta.get("status") != "complete"):
+        finish_run(run, meta, metrics, t_start)
+    wait_for_everyone()  # no process leaves before the run folder is complete
+    console.print(f"[bold green]done[/] ({backend.name}) in {time.perf_counter() - t_start:.0f}s; "
+                  f"peak RSS {peak_rss_mb():.0f} MB")
+    return run
+
+
+def phase_comparisons(run: RunDir, phases: Sequence[str]) -> dict[str, Any]:
+    """Paired bootstrap differences on eval (same questions) of every later phase against SFT,
+    and SFT against base: ``{"grpo-sft": {...}, ...}`` (library.evaluation.evaluate.compare_phases)."""
+    from library.evaluation.evaluate import compare_phases
+
+    episodes = run.read_episodes()
+    pairs = [("base", "sft")] + [("sft", p) for p in phases if p not in ("base", "sft")]
+    out = {}
+    for a, b in pairs:
+        if a in phases and b in phases:
+            for split in ("eval", "eval_shuffled"):
+                result = compare_phases(episodes, split, a, b)
+                if result["n"]:
+                    out[f"{b}-{a}" + ("" if split == "eval" else f"@{split}")] = result
+    return out
+
+
+def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_start: float) -> None:
+    """Total time, peak memory, paired phase comparisons and the "complete" status, written once
+    all phases are done."""
+    metrics["comparisons"] = phase_comparisons(run, meta.get("phases", []))
+    metrics["timings"]["total"] = round(sum(v for k, v in metrics["timings"].items() if k != "total"), 2)
+    metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
+    run.write_metrics(metrics)
+    meta["status"] = "complete"
+    meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    # one entry per process that did work (a resumed run has several)
+    meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
+    run.write_meta(meta)
+
+

@@ -1,0 +1,198 @@
+"""Rejection-sampling fine-tuning (RSFT): sample, score with the KG reward, keep the best, train on it.
+
+The public attempt's headline number came from rejection sampling **on the evaluation
+questions**. Here the prompts come only from the training splits (``train`` = 1-3 hops,
+``train_hard`` = held-out 4-5-hop training questions), and :func:`assert_training_only` raises
+before any sampling if a prompt is an eval question (by split, by id, or by the ``-shuf`` copy).
+
+Per prompt we draw K completions from the SFT adapter, score each with the reward model, and
+keep the best by ``(total, correctness, path coverage, -trace length)``: the reward decides,
+ties go to the correct one, then to the one that covers more of the path, then to the shorter
+trace (less room for padding). **Prompts whose best sample is still wrong are dropped**:
+training on a wrong answer would teach it, and the gold completion is not used here (that
+would just be SFT again); how many were dropped is logged.
+
+Every sample is logged as an Episode (phase ``rsft``, ``kind: "rollout"``, ``sample_idx``,
+``selected`` on the winner), so what RSFT trained on can be audited from episodes.jsonl alone.
+The winners then continue training the SFT adapter with the same completion-only SFTTrainer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from library.scoring.answer_format import clean_completion
+from library.config import RSFTSettings
+from library.contracts import ROLLOUT_KIND, Episode
+from library.runs.rollouts import log_episodes, to_episodes
+from library.train.data import assert_training_only
+
+ROLLOUTS_DONE = "rollouts.done"
+
+
+def _trace_len(parsed: Any) -> int:
+    return len(getattr(parsed, "trace_text", "") or "")
+
+
+def rank_key(parsed: Any, reward: Any) -> tuple:
+    """Sort key, larger is better: total, then correctness, then coverage, then shorter trace."""
+    return (float(reward.total), float(reward.correctness), float(reward.path_coverage), -_trace_len(parsed))
+
+
+@dataclass
+class RSFTResult:
+    n_prompts: int
+    n_samples: int
+    n_winners: int
+    n_dropped_wrong: int
+    winner_ids: list[str]
+    sample_accuracy: float
+    train: Any = None  # LoraTrainResult
+    seconds_sampling: float = 0.0
+    seconds_training: float = 0.0
+    reused_rollouts: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model,
+                     **fields: Any) -> tuple[list[Episode], list[tuple[Any, str]]]:
+    """Score every sample; return (episodes, winners as (question, completion)).
+
+    A winner is the best-ranked sample of its prompt, and only if it is correct. ``fields``
+    go on every episode (e.g. ``backend="mlx"``).
+    """
+    episodes, winners = [], []
+    for q, samples in zip(questions, completions):
+        scored = [reward_model.score(q, c) for c in samples]
+        best = max(range(len(scored)), key=lambda i: rank_key(scored[i].parsed, scored[i].reward)) if scored else None
+        keep = best is not None and scored[best].correct
+        episodes += to_episodes([q] * len(samples), samples, scored, phase="rsft", step=0, kind=ROLLOUT_KIND,
+                                per_item=[{"selected": keep and i == best} for i in range(len(samples))], **fields)
+        if keep:
+            winners.append((q, samples[best]))
+    return episodes, winners
+
+
+def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
+                       seed: int) -> list[list[str]]:
+    """K sampled completions per question from the current adapter (grouped per question).
+
+    Across N processes (library/model/distributed.py) each samples a contiguous slice of the prompts
+    with its own seed (``seed * N + rank``: one process keeps ``seed``), and the groups are
+    gathered in prompt order onto every process, so every process picks the same winners.
+    """
+    from library.model.distributed import gather, num_processes, process_index, shard
+    from library.model.generate import generate
+
+    mine = shard(questions)
+    groups = _sample_groups(model, tokenizer, mine, settings, seed * num_processes() + process_index(),
+                            generate) if mine else []
+    out = gather(groups)
+    if len(out) != len(questions):
+        raise RuntimeError(f"gathered {len(out)} sample groups for {len(questions)} prompts")
+    return out
+
+
+def _sample_groups(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int,
+                   generate) -> list[list[str]]:
+    k = settings.k_samples
+    flat = generate(
+        model, tokenizer, [q.prompt for q in questions],
+        max_new_tokens=settings.max_new_tokens, do_sample=True,
+        temperature=settings.temperature, top_p=settings.top_p,
+        num_return_sequences=k, batch_size=settings.gen_batch_size, seed=seed,
+    )
+    flat = [getattr(x, "text", x) for x in flat]
+    if flat and isinstance(flat[0], (list, tuple)):
+        return [list(x) for x in flat]
+    if len(flat) != k * len(questions):
+        raise RuntimeError(f"expected {k * len(questions)} samples, got {len(flat)}")
+    return [list(flat[i * k:(i + 1) * k]) for i in range(len(questions))]
+
+
+def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
+             ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
+             resume: bool = True, callbacks: list | None = None, monitor: Any = None):
+    """Phase 3 on ``model`` (a PeftModel whose "default" adapter is the trainable SFT adapter).
+
+    Rollouts are written to the run's episodes once and marked done (``<ckpt_dir>/rollouts.done``);
+    a resumed run rebuilds the winners from those episodes instead of sampling again, so a
+    kill during training never logs a second, different set of samples.
+
+    ``monitor`` (a :class:`library.evaluation.monitor.PhaseMonitor`) judges the round's rollouts before
+    any training; when it stops the phase, the winners are not trained on: the policy that
+    sampled them is saved as the phase's adapter, as when no sample was correct.
+    """
+    from library.runs.folder import RunDir
+    from library.train.sft import sft_rows, train_lora
+
+    questions = list(questions)
+    assert_training_only(questions, forbidden_ids)
+    by_id = {q.id: q for q in questions}
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    done = ckpt_dir / ROLLOUTS_DONE
+    run = run if isinstance(run, RunDir) else RunDir(run)
+
+    t0 = time.perf_counter()
+    reused = False
+    if resume and done.exists():
+        episodes = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
+        winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
+        reused = True
+    else:
+        from library.model.distributed import is_writer, wait_for_everyone
+
+        # Anything of this phase already in the log is from an interrupted attempt: start clean.
+        if is_writer():
+            run.drop_episodes("rsft")
+        model.eval()
+        # every process holds every sample group (gathered), so each scores and picks the same winners
+        completions = sample_completions(model, tokenizer, questions, settings, seed)
+        episodes, winners = score_and_select(questions, completions, reward_model)
+        log_episodes(run, episodes, gathered=True)
+        if is_writer():
+            done.write_text(f"{len(episodes)}\n", encoding="utf-8")
+        wait_for_everyone()
+    t_sample = time.perf_counter() - t0
+
+    n_samples = len(episodes)
+    n_correct = sum(1 for ep in episodes if ep.correct)
+    winner_qs = [q for q, _ in winners]
+    assert_training_only(winner_qs, forbidden_ids)  # belt and braces: what we train on, not just what we sampled
+    result = RSFTResult(
+        n_prompts=len(questions), n_samples=n_samples, n_winners=len(winners),
+        n_dropped_wrong=len(questions) - len(winners), winner_ids=[q.id for q in winner_qs],
+        sample_accuracy=n_correct / n_samples if n_samples else 0.0,
+        seconds_sampling=t_sample, reused_rollouts=reused,
+    )
+    stop = None
+    if monitor is not None:
+        monitor.observe(0, episodes)  # RSFT is one round of samples: step 0, as its episodes say
+        stop = monitor.stop_report
+    if stop is not None or not winners:
+        # Nothing to learn from (nothing correct, or samples that game the reward): the adapter
+        # stays the one that sampled them, saved as this phase's result.
+        from library.train.checkpoints import save_adapter
+
+        save_adapter(model, Path(adapter_dir))
+        if stop is not None:
+            monitor.announce_stop(adapter_dir)
+            result.extra["stopped_by_monitor"] = {"step": stop.step, "rule": stop.rule}
+        result.extra["skipped_training"] = "stopped by the monitor" if stop is not None else "no correct samples"
+        return model, result
+
+    rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))
+    t1 = time.perf_counter()
+    model, train = train_lora(
+        model, tokenizer, rows, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
+        learning_rate=settings.learning_rate, max_steps=settings.max_steps, batch_size=settings.batch_size,
+        max_length=settings.max_length, seed=seed, save_steps=settings.save_steps, resume=resume,
+        callbacks=callbacks,
+    )
+    result.train = train
+    result.seconds_training = time.perf_counter() - t1
+    return model, result
