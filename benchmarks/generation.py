@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from library.model.generate import GenerationStats, generate_completions  # noqa: E402
-from library.model.load import format_prompt, load_model  # noqa: E402
+from library.model.load import load_model
+from library.model.chat import format_prompt
 
 
 def load_prompts(n: int) -> list[str]:
@@ -92,7 +93,7 @@ def ours(model, tok, texts: list[str], *, n: int, do_sample: bool, max_new_token
 def main() -> None:
 
     from library.config import GenerationSettings, TrainConfig
-    from library.model.load import resolve_generation_precision, resolve_precision
+    from library.model.precision import resolve_generation_precision, resolve_precision
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded")

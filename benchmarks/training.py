@@ -16,7 +16,7 @@ same process, on the same machine state:
   the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
   pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
   allocator settings (run it without ``MALLOC_MMAP_MAX_`` in the environment, as ``make bench`` does);
-- ``pipeline_trl_loss``: the same rows after ``library.model.load.keep_freed_memory()``, with TRL's own
+- ``pipeline_trl_loss``: the same rows after ``library.model.precision.keep_freed_memory()``, with TRL's own
   SFT loss (on CPU its fused LM head projects every position, prompt tokens included);
 - ``pipeline_float32`` (only when ``--precision`` resolves to bfloat16): the pipeline in float32;
 - ``pipeline``: the same, with the pipeline's loss (``library.train.sft.completion_positions_loss``:
@@ -52,7 +52,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
             full: bool, lora, learning_rate: float, trl_loss: bool = False, precision: str = "float32") -> dict:
     import types
 
-    from library.model.load import using_precision
+    from library.model.precision import using_precision
 
     from transformers import TrainerCallback
     from trl import SFTTrainer
@@ -102,7 +102,8 @@ def main() -> None:
     import torch
 
     from library.config import LoraSettings, load_config
-    from library.model.load import keep_freed_memory, load_model, resolve_precision
+    from library.model.load import load_model
+    from library.model.precision import keep_freed_memory, resolve_precision
     from library.train.sft import question_rows, sft_examples, sft_rows
     from library.train.data import load_data, make_selection
 

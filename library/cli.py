@@ -9,16 +9,25 @@ from __future__ import annotations
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from library.errors import DataFileError
 from library.questions import DatasetConfig  # light: no torch; its defaults are the CLI's
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)  # ":100:" in a message stays as written
+
+
+def fail(message: object, code: int = 2, label: str = "error") -> NoReturn:
+    """The one printer of user-facing errors: the message exactly as written (file:line and
+    all; no markup, no emoji codes read into it), then exit with ``code``."""
+    console.print(Text.assemble((f"{label}: ", "bold red"), str(message)), soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
 
 
 _DATA_DEFAULTS = DatasetConfig()
@@ -52,8 +61,7 @@ def data(
     except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines
         # at 80 columns off a terminal, and "one line naming file:line" is the contract.
-        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     typer.echo(stats.summary())
 
 
@@ -80,6 +88,8 @@ def demo(
     for s in site.skipped:
         console.print(f"[yellow]skipped[/] {escape(s['path'])}: {escape(s['reason'])}", soft_wrap=True, highlight=False)
     typer.echo(f"wrote {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
+    if not site.runs:  # the page says so too; a script must not take an empty site for a result
+        fail("no run could be read" + (f" ({len(site.skipped)} skipped, reasons above)" if site.skipped else ""))
 
 
 @app.command()
@@ -87,10 +97,9 @@ def serve(
     directory: Path = typer.Option(Path("renders/demo"), "--dir", help="The site folder (built by `kgr demo`)."),
     port: int = typer.Option(8765, help="Port on 127.0.0.1 (0 picks a free one)."),
     model: Path = typer.Option(None, help="Run folder whose trained adapter answers Try it (enables /api/try)."),
-    phase: str = typer.Option(None, help="Adapter phase to load (default: newest of final/grpo/rsft/sft)."),
-    base: str = typer.Option(None, help="Base model spec (default: the run's meta.json model.spec)."),
+    phase: str = typer.Option(None, help="Phase whose model answers (default: the run's last evaluated phase)."),
     kg: Path = typer.Option(None, help="KG for the run (default: the one it was trained on)."),
-    max_new_tokens: int = typer.Option(96, help="Generation length for Try it."),
+    max_new_tokens: int = typer.Option(None, help="Generation length for Try it (default: the run's eval length)."),
     verbose: bool = typer.Option(False, help="Log every request."),
 ) -> None:
     """Serve the demo site on localhost; with --model RUN, the page's Try it generates with RUN's adapter."""
@@ -105,7 +114,7 @@ def serve(
     if model is not None:
         from library.demo.tryit import TryIt
 
-        tryit = TryIt(model, kg_path=kg, model_spec=base, phase=phase, max_new_tokens=max_new_tokens)
+        tryit = TryIt(model, kg_path=kg, phase=phase, max_new_tokens=max_new_tokens)
     run_server(directory, port=port, tryit=tryit, quiet=not verbose)
 
 
@@ -153,7 +162,7 @@ def train(
     from library.train.backends import BackendUnavailable
     from library.train.backends.pipeline import run_training_with_backend
     from library.config import ConfigError, load_config
-    from library.runs.folder import DEFAULT_RUNS_ROOT, new_run_id
+    from library.runs.folder import DEFAULT_RUNS_ROOT, RunLockedError, new_run_id
     from library.train.pipeline import ResumeError
 
     overrides: dict = {}
@@ -172,13 +181,10 @@ def train(
     try:
         config = load_config(profile, overrides)
     except ConfigError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+        fail(exc)
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
     if stop_after is not None and stop_after not in config.phases():
-        console.print(f"[red]error:[/] --stop-after {stop_after}: not a phase of this run "
-                      f"({', '.join(config.phases())})")
-        raise typer.Exit(2)
+        fail(f"--stop-after {stop_after}: not a phase of this run ({', '.join(config.phases())})")
     from library.model.distributed import from_main_process, launch, launched_world_size
 
     if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
@@ -196,9 +202,8 @@ def train(
                                            eval_device=eval_device, stop_after=stop_after)
         if result.read_meta().get("status") == "complete":  # the experiments the profile enables, beside the phases
             run_experiments(config, result.path, console=console)
-    except (ResumeError, BackendUnavailable, ExperimentError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2)
+    except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError) as exc:
+        fail(exc)
     console.print(str(result.path))
 
 
@@ -239,12 +244,11 @@ def monitor(
         report = monitor_run(run, data_dir=data_dir, kg_path=kg,
                              log=lambda line: console.print(line, soft_wrap=True, highlight=False))
     except DataFileError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if out is not None:
         atomic_write_json(out, report)
     if write:
-        # The same function training calls for metrics.json (library.train.pipeline.phase_monitor_block),
+        # The same function training calls for metrics.json (library.evaluation.monitor.monitor_block),
         # over the same logged rollouts.
         run_dir = RunDir.open(run)
         metrics = run_dir.update_metrics("monitor", report["phases"])
@@ -284,11 +288,9 @@ def diagnose(
     try:
         report = diagnose_run(run, split=split, data_dir=data_dir, kg_path=kg)
     except DataFileError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if not report:
-        console.print(f"[red]error:[/] no {split!r} eval episodes in {run}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2)
+        fail(f"no {split!r} eval episodes in {run}")
     for phase, block in report.items():
         steps = block["wrong_by_step"]
         parts = []
@@ -315,8 +317,7 @@ def migrate(
         try:
             counts = migrate_run(run, data_dir=data_dir, kg=kg)
         except (DataFileError, ValueError) as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-            raise typer.Exit(2) from None
+            fail(exc)
         typer.echo(f"{run}: {counts['episodes']} episode(s) in {counts['files']} file(s), "
                    f"{counts['meta']} meta.json updated")
 

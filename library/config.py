@@ -198,7 +198,7 @@ class GenerationSettings(_Strict):
 
     # Precision of the generator's weights copy, separate from training's `precision`.
     # "auto": bfloat16 where training is bf16, and also on CPUs without AMX whose bf16 matmuls
-    # measure >= 1.5x fp32 (library.model.load.resolve_generation_precision): faster, and within
+    # measure >= 1.5x fp32 (library.model.precision.resolve_generation_precision): faster, and within
     # noise of fp32 answers, where bf16 *training* is not (docs/MEASUREMENTS.md, "Precision").
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
 

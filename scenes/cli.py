@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+from library.cli import fail
 from library.errors import DataFileError
 
 console = Console(stderr=True)
@@ -37,8 +38,7 @@ def render(
     if all_:
         paths += sorted(p for p in STORYBOARD_DIR.glob("*.yaml") if p not in paths)
     if not paths:
-        console.print("[red]error:[/] name a storyboard or pass --all")
-        raise typer.Exit(2)
+        fail("name a storyboard or pass --all")
     for path in paths:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
                       console=console, transient=True) as progress:
@@ -54,12 +54,10 @@ def render(
                                voice=not no_voice, out_dir=out, progress=note)
             except (DataFileError, NarrationError) as exc:
                 progress.stop()
-                console.print(f"[red]error:[/] {exc}")
-                raise typer.Exit(2) from None
+                fail(exc)
             except RuntimeError as exc:  # a clip render or the ffmpeg encode failed
                 progress.stop()
-                console.print(f"[red]render failed:[/] {exc}")
-                raise typer.Exit(1) from None
+                fail(exc, code=1, label="render failed")
         console.print(f"[green]done[/] {report.summary()}")
 
 

@@ -374,7 +374,7 @@ def test_mlx_rsft_refuses_eval_prompts(tiny_kg, kg_questions):
 
 
 def test_mlx_sft_records_carry_the_torch_system_prompt(tmp_path):
-    from library.model.load import SYSTEM_PROMPT
+    from library.model.chat import SYSTEM_PROMPT
 
     rec = mlx_backend.sft_records([_q(3)], system=SYSTEM_PROMPT)[0]
     assert rec["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TINY_KG
-from library.contracts import PHASES, ParsedCompletion
+from library.contracts import PHASES
 from library.demo.site import build_demo, collect, layout_subgraph, span_entities
 from library.runs.folder import RunDir
 
@@ -154,6 +154,11 @@ def test_cli_demo_command(runs_root, kg_file, tmp_path):
     assert result.exit_code == 0, result.output
     assert "1 run(s), 3 skipped" in result.output
     assert (out / "index.html").exists()
+    # nothing readable: the page says so, and so does the exit status
+    result = CliRunner().invoke(app, ["demo", str(runs_root / "empty"), str(runs_root / "broken-meta"),
+                                      "--out", str(tmp_path / "empty-site"), "--kg", str(kg_file)])
+    assert result.exit_code == 2 and "no run could be read" in result.output, result.output
+    assert (tmp_path / "empty-site" / "index.html").exists()
 
 
 # ----------------------------------------------------------------------------- server
@@ -200,24 +205,29 @@ def test_question_text_round_trips(tiny_kg, fixture_run, kg_file):
         tryit.build_question("NTPDrift", ["eats"])
 
 
-def test_find_adapter_prefers_the_newest_phase(tmp_path):
-    from library.demo.tryit import find_adapter
+def test_try_it_answers_with_the_last_completed_phase_it_saved(tmp_path):
+    from library.demo.tryit import final_phase
+    from library.runs.folder import RunDir
+    from library.runs.reader import RunView
 
-    assert find_adapter(tmp_path) is None
-    for phase in ("sft", "rsft"):
-        (tmp_path / "adapters" / phase).mkdir(parents=True)
-        (tmp_path / "adapters" / phase / "adapter_config.json").write_text("{}")
-    assert find_adapter(tmp_path).name == "rsft"
-    assert find_adapter(tmp_path, "sft").name == "sft"
-    with pytest.raises(FileNotFoundError):
-        find_adapter(tmp_path, "grpo")
+    run = RunDir.create(tmp_path, run_id="r")
+    run.write_meta({"phases_completed": ["base", "sft", "rsft"]})
+    view = RunView.open(run.path)
+    assert final_phase(view) is None  # nothing saved: the base model answers
+    (run.path / "adapters" / "sft").mkdir(parents=True)
+    (run.path / "adapters" / "sft" / "config.json").write_text("{}")  # a fully fine-tuned SFT model
+    assert final_phase(view) == "sft"
+    for phase in ("rsft", "grpo"):  # grpo saved but never evaluated (the run stopped): not served
+        (run.path / "adapters" / phase).mkdir()
+        (run.path / "adapters" / phase / "adapter_config.json").write_text("{}")
+    assert final_phase(view) == "rsft" and final_phase(view, "sft") == "sft"
+    with pytest.raises(FileNotFoundError, match="phase 'x'"):
+        final_phase(view, "x")
 
 
 CHAIN = ["caused_by", "leads_to", "caused_by"]
 
 
-@pytest.mark.train
-@pytest.mark.slow
 def test_try_endpoint_generates_with_the_runs_adapter_and_scores_it(fixture_run, kg_file, tiny_kg, tmp_path):
     """The tiny random model with a LoRA adapter saved in the run folder: the endpoint's
     reward must equal RewardModel.score on the same completion (content is gibberish)."""
@@ -232,15 +242,15 @@ def test_try_endpoint_generates_with_the_runs_adapter_and_scores_it(fixture_run,
 
     base, _ = load_model("tiny")
     peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
-    peft_model.save_pretrained(str(fixture_run.path / "adapters" / "sft"))
+    peft_model.save_pretrained(str(fixture_run.path / "adapters" / "grpo"))  # the fixture's final phase
 
     tryit = TryIt(fixture_run.path, kg_path=kg_file, max_new_tokens=24)
-    assert tryit.model_spec == "tiny" and tryit.adapter == fixture_run.path / "adapters" / "sft"
+    assert tryit.model_spec == "tiny" and tryit.adapter == fixture_run.path / "adapters" / "grpo"
     build_demo([fixture_run.path], tmp_path / "site", kg_path=kg_file, data_dir=tmp_path / "no-data")
     server = start_in_thread(tmp_path / "site", 0, tryit)
     try:
         status = json.loads(_get(server.url + "api/status")[1])
-        assert status["try_enabled"] and status["adapter"].endswith("adapters/sft")
+        assert status["try_enabled"] and status["adapter"].endswith("adapters/grpo") and status["phase"] == "grpo"
         assert status["example"] is not None and ["NTPDrift", "NTP drift"] in status["entities"]
         code, out = _post(server.url + "api/try", {"start": "TLSHandshakeError", "chain": CHAIN})
         assert code == 200, out

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from library.model.generate import GenerationStats, _nucleus, flatten, generate, generate_completions
-from library.model.load import format_prompt, load_model
+from library.model.load import load_model
+from library.model.chat import format_prompt
 
 pytestmark = pytest.mark.train
 
@@ -194,7 +195,7 @@ def test_bfloat16_generates_from_a_bf16_copy_equal_to_plain_bf16_generate(tiny):
     import copy
 
     from library.model.generate import generation_model
-    from library.model.load import using_precision
+    from library.model.precision import using_precision
 
     model, tok = tiny
     before = {k: v.clone() for k, v in model.state_dict().items()}

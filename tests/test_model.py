@@ -7,15 +7,8 @@ import importlib.util
 import pytest
 import torch
 
-from library.model.load import (
-    SYSTEM_PROMPT,
-    encode_example,
-    format_example,
-    format_prompt,
-    load_model,
-    model_info,
-    resolve_model_spec,
-)
+from library.model.load import load_model, model_info, resolve_model_spec
+from library.model.chat import SYSTEM_PROMPT, encode_example, format_example, format_prompt
 
 pytestmark = pytest.mark.train
 
@@ -131,7 +124,7 @@ def test_embedded_conversion_into_fresh_cache(tmp_path):
 
 def test_compute_precision_resolves_and_drives_trl_mixed_precision(monkeypatch):
     """"auto" is bf16 only with bf16 matrix units (AMX here); the TRL configs follow the setting."""
-    import library.model.load as m
+    import library.model.precision as m
     from library.train.checkpoints import cpu_training_args
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
@@ -170,7 +163,7 @@ def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(m
     """Generation's "auto" is bf16 where training is, or where bf16 matmuls measure >= 1.5x fp32
     (the AVX512-BF16 EPYC: training stays fp32 there); explicit values win; training's
     mixed-precision flag follows the training precision alone."""
-    import library.model.load as m
+    import library.model.precision as m
     from library.train.checkpoints import cpu_training_args
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
@@ -193,7 +186,7 @@ def test_generation_precision_auto_follows_training_or_a_measured_bf16_speedup(m
 
 
 def test_bf16_matmul_speedup_is_measured_once_per_process():
-    import library.model.load as m
+    import library.model.precision as m
 
     first = m.bf16_matmul_speedup()
     assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process

@@ -517,3 +517,33 @@ def test_try_it_reads_typed_questions_in_either_step_order_and_asks_in_the_runs(
     assert run_step_order({"config": {"data_dir": str(REPO / "data" / "keyed")}}) == "keyed"
     assert run_step_order({"config": {"data_dir": str(REPO / "data")}}) == "chain"
     assert run_step_order({}) == "chain"
+
+
+@pytest.mark.parametrize("case", ["kg_is_a_folder", "kg_is_binary", "out_is_a_file"])
+def test_cli_bad_paths_name_the_file_without_a_traceback(tmp_path, case):
+    kg, out = REAL_KG, tmp_path / "out"
+    if case == "kg_is_a_folder":
+        kg = tmp_path
+    elif case == "kg_is_binary":
+        kg = tmp_path / "kg.json"
+        kg.write_bytes(bytes(range(256)) * 64)
+    else:
+        out.write_text("not a folder")
+    proc = subprocess.run([sys.executable, "-m", "library.cli", "data", "--kg", str(kg), "--out", str(out)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    named = out if case == "out_is_a_file" else kg
+    assert proc.stderr.startswith(f"error: {named}"), proc.stderr
+
+
+def test_cli_errors_print_markup_and_emoji_codes_as_written(capsys):
+    """One printer for user-facing errors: "[/bold]" (a storyboard's text) and ":100:" (a line
+    number) reach the terminal as written, never as a MarkupError or an emoji."""
+    import typer
+
+    from library.cli import fail
+
+    with pytest.raises(typer.Exit) as exit_:
+        fail("storyboards/x.yaml:100: title '[/bold] :100:' is too long")
+    assert exit_.value.exit_code == 2
+    assert "storyboards/x.yaml:100: title '[/bold] :100:' is too long" in capsys.readouterr().err

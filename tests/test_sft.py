@@ -13,7 +13,8 @@ pytest.importorskip("trl")
 
 from library.config import LoraSettings, SFTSettings  # noqa: E402
 from library.questions.wording import reference_completion  # noqa: E402
-from library.model.load import format_example, load_model  # noqa: E402
+from library.model.load import load_model
+from library.model.chat import format_example
 from library.train.sft import build_sft_trainer, question_rows, sft_rows, train_lora
 from library.train.checkpoints import last_checkpoint, load_adapter, trainable_report
 
@@ -168,7 +169,7 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
     from types import SimpleNamespace
 
     from library.contracts import BLANK_TAG_RE, Reference
-    from library.train.facts import KNOWLEDGE_PROMPT
+    from library.questions.wording import KNOWLEDGE_PROMPT
     from library.train.sft import sft_examples
 
     q = SimpleNamespace(prompt="P", question="Q", answer_star="A", ref=Reference(trace="t", completion="TRACE: t\nANSWER: A"))
@@ -206,7 +207,9 @@ def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):
     """fact_recall counts a group only when greedy decoding would produce the successor: a model
     trained on one fact recalls it, the untrained tiny model recalls nothing."""
     from library.contracts import BLANK_TAG_POOL
-    from library.train.facts import KNOWLEDGE_PROMPT, fact_clause, fact_groups, fact_recall
+    from library.train.facts import fact_clause
+    from library.evaluation.recall import fact_recall
+    from library.questions.wording import KNOWLEDGE_PROMPT, fact_groups
     from library.graph.kg import KnowledgeGraph
     from conftest import TINY_KG
 
@@ -234,7 +237,7 @@ def test_trace_recall_scores_every_hop_inside_the_gold_trace(tiny, real_kg):
     from types import SimpleNamespace
 
     from library.contracts import Question
-    from library.train.facts import trace_recall
+    from library.evaluation.recall import trace_recall
 
     model, tok = tiny
     lines = (Path(__file__).resolve().parents[1] / "data" / "dev.jsonl").read_text().splitlines()

@@ -382,7 +382,7 @@ def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch
     """precision "auto" on a machine with bf16 matrix units runs in bf16 and says so in meta.json;
     the process-wide setting is back to fp32 when the run returns (a leak once made later tests
     in the same process generate in bf16 on CI machines with AMX)."""
-    import library.model.load as m
+    import library.model.precision as m
     from library.train.pipeline import run_training
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
@@ -400,7 +400,7 @@ def test_run_generates_in_bf16_where_bf16_matmuls_are_fast_and_trains_in_fp32(tm
     """On a CPU without AMX whose bf16 matmuls measure >= 1.5x fp32 (the AVX512-BF16 EPYC), a
     run trains in fp32 and evaluates in bf16; meta.json says both and the measured speedup;
     ``generation.precision: float32`` keeps generation exact."""
-    import library.model.load as m
+    import library.model.precision as m
     from library.train.pipeline import run_training
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
@@ -426,7 +426,8 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir, sft={"method": "full", "knowledge_epochs": 1, "facts_per_row": 8,
-                                        "max_steps": None, "learning_rate": 1e-3})
+                                        "max_steps": None, "learning_rate": 1e-3},
+                         generation={"precision": "float32"})  # exact answers for the try-it check below
     run_dir = tmp_path / "run"
     run = run_training(config, run_dir, stop_after="sft")
     assert is_full_model_dir(run_dir / "adapters" / "sft")
@@ -449,6 +450,31 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert cmp["n"] == metrics["eval"]["grpo"]["n"] and cmp["ci"][0] <= cmp["diff"] <= cmp["ci"][1]
     after = load_full_model(run_dir / "adapters" / "sft").state_dict()
     assert all(torch.equal(after[k], v) for k, v in sft_weights.items())
+    assert_try_it_reproduces_the_final_eval(run_dir)
+
+
+def assert_try_it_reproduces_the_final_eval(run_dir: Path) -> None:
+    """"Try it" serves the model the run's final evaluation used: its greedy answers to the eval
+    prompts are the logged ones (the base model with only the RL adapter answered otherwise)."""
+    from library.demo.tryit import TryIt
+    from library.runs.reader import RunView
+
+    run = RunView.open(run_dir)
+    final = run.phases[-1]
+    logged = run.eval_episodes(final)
+    tryit = TryIt(run_dir)
+    assert tryit.phase == final and tryit.max_new_tokens == run.config["eval"]["max_new_tokens"]
+    answered = {ex_id: tryit.generate(ep.prompt) for ex_id, ep in sorted(logged.items())}
+    assert answered == {ex_id: ep.completion for ex_id, ep in sorted(logged.items())}
+
+
+def test_try_it_serves_the_lora_sft_runs_final_model(tmp_path):
+    from library.train.pipeline import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    run = run_training(tiny_config(data_dir, generation={"precision": "float32"}), tmp_path / "run")
+    assert run.read_meta()["config"]["sft"]["method"] == "lora"
+    assert_try_it_reproduces_the_final_eval(run.path)
 
 
 def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path):
@@ -479,3 +505,25 @@ def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(t
     assert rollouts and all(e.reward.total == e.reward.correctness for e in rollouts)
     assert (run_dir / "episodes.jsonl").read_text() == main_episodes  # the main log untouched
     assert run.read_meta()["phases_completed"][-1] == "ablation"
+
+
+def test_a_run_folder_has_one_writer_and_stop_after_holds_on_resume(tmp_path):
+    """A second writer on a run folder stops with the holder's pid (both writers used to finish
+    with duplicated episodes); --resume --stop-after a completed phase goes no further."""
+    import os
+
+    from library.runs.folder import RunDir, RunLockedError
+    from library.train.pipeline import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir)
+    run_dir = tmp_path / "run"
+    with RunDir(run_dir).lock():  # another process's `kgr train` holding the folder
+        with pytest.raises(RunLockedError, match=f"is being written by pid {os.getpid()}"):
+            run_training(config, run_dir)
+    assert not (run_dir / "meta.json").exists()
+    run_training(config, run_dir, stop_after="sft")
+    episodes = (run_dir / "episodes.jsonl").read_text()
+    run = run_training(config, run_dir, resume=True, stop_after="sft")
+    assert run.read_meta()["phases_completed"] == ["base", "sft"]
+    assert (run_dir / "episodes.jsonl").read_text() == episodes

@@ -465,6 +465,14 @@ def monitor_phase(phase: str, episodes: Iterable[Episode], questions: Iterable[Q
     return monitor
 
 
+def monitor_block(phase: str, episodes: Iterable[Episode], questions: Iterable[Question], kg: KnowledgeGraph,
+                  settings: MonitorSettings, curve: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """metrics.json ``monitor.<phase>``: the monitor over a phase's logged rollouts and its curve's
+    KL. The live monitor judged the same steps as they came; the block is recomputed from the log
+    so that it is, by construction, what ``kgr monitor`` finds later."""
+    return monitor_phase(phase, episodes, questions, kg, settings, kl_by_step(curve)).summary()
+
+
 def monitor_run(run_dir: str | Path, *, data_dir: str | Path | None = None, kg_path: str | Path | None = None,
                 settings: MonitorSettings | None = None, log: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Recompute the monitor of a finished run from its episodes.jsonl (read only).

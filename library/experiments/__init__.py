@@ -16,6 +16,7 @@ phases when the profile enables one.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
     The run must be complete and trained with the same settings (the experiment sections
     aside); the phases' saved adapters are what the experiments start from.
     """
-    from library.model.load import using_precision
+    from library.model.precision import using_precision
 
     run = RunDir.open(run_dir)
     meta = run.read_meta()
@@ -59,8 +60,11 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
     if comparable_config(config) != comparable_config(meta.get("config") or {}):
         raise ExperimentError(f"{run.path} was trained with other settings than this profile's; "
                               "an experiment needs the run's own profile and model")
-    with using_precision(config.precision, config.generation.precision):
-        return _run(config, run, meta, backend, console or Console(stderr=True))
+    from library.model.distributed import is_writer
+
+    owned = run.lock() if is_writer() else contextlib.nullcontext()
+    with owned, using_precision(config.precision, config.generation.precision):
+        return _run(config, run, run.read_meta(), backend, console or Console(stderr=True))
 
 
 def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, console: Console) -> RunDir:

@@ -15,7 +15,7 @@ from rich.console import Console
 from library.config import TrainConfig
 from library.runs.folder import RunDir
 from library.train.data import DataBundle, Selection
-from library.train.pipeline import phase_monitor_block
+from library.evaluation.monitor import monitor_block
 
 
 def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
@@ -71,5 +71,6 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     if res.stopped_by_monitor:
         out["stopped_by_monitor"] = res.stopped_by_monitor
     if config.monitor.enabled:  # does the other reward invite gaming the graph? (what `kgr monitor` recomputes)
-        out["monitor"] = phase_monitor_block(config, data, selection, sub, "grpo", res.curve)
+        out["monitor"] = monitor_block("grpo", sub.iter_episodes(phase="grpo"), selection.grpo_pool, data.kg,
+                                       config.monitor, res.curve)
     return out

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from library.config import TrainConfig
 from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection, select_balanced
+from library.train.data import DataBundle, Selection
+from library.questions.balance import select_balanced
 
 
 def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,

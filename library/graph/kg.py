@@ -183,7 +183,12 @@ class KnowledgeGraph:
         path = Path(path)
         if not path.exists():
             raise DataFileError(path, "knowledge graph file not found")
-        raw = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            raise DataFileError(path, "is a folder; pass the kg.json file inside it")
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataFileError(path, f"not UTF-8 text (byte {exc.start}): a kg.json is a JSON text file") from None
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:

@@ -57,7 +57,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from library.model.load import format_prompt
+from library.model.chat import format_prompt
 
 #: Candidates kept before the exact top-p cut: first the top 256; where some row's top-256 mass
 #: is below top_p (a flat distribution, e.g. the base model), the top 4,096 (11 ms for 32 rows
@@ -195,14 +195,14 @@ def generation_model(model, merge_lora: bool = True, precision: str | None = Non
     """The model to generate with: a copy when LoRA must be merged or the compute precision
     differs from the weights' dtype, else the model itself.
 
-    ``precision`` defaults to the process's :func:`library.model.load.generation_precision`. With
+    ``precision`` defaults to the process's :func:`library.model.precision.generation_precision`. With
     bfloat16 (AMX CPUs, bf16 GPUs, CPUs with fast AVX512-BF16) the copy's weights are bf16: on
     an AMX CPU prefill runs 3.7x and whole generations ~2.3x faster than fp32
     (benchmarks/generation.py), while greedy answers may differ from fp32's in a few cases
     (library/experiments/sweeps/precision_agreement.py measures how many).
     The copy is made per call so training weights are never modified; it is freed on exit.
     """
-    from library.model.load import generation_precision
+    from library.model.precision import generation_precision
 
     dtype = torch.bfloat16 if (precision or generation_precision()) == "bfloat16" else torch.float32
     is_peft = hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
@@ -461,7 +461,7 @@ def generate(model, tokenizer, user_texts: Sequence[str], *, max_new_tokens: int
              stats: GenerationStats | None = None, precision: str | None = None) -> list[list[str]]:
     """Completions for each user text: ``out[i]`` is a list of ``num_return_sequences`` strings.
 
-    The texts are wrapped in the chat template (:func:`library.model.load.format_prompt`) unless
+    The texts are wrapped in the chat template (:func:`library.model.chat.format_prompt`) unless
     ``chat=False``. Output order follows ``user_texts`` whatever the internal batching.
     Greedy by default (evaluation); ``do_sample=True`` for rollouts.
 

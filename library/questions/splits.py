@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 from tqdm import tqdm
 
 from library.contracts import LETTERS, GoldPath, PathEdge, Question
+from library.errors import DataFileError
 from library.questions.distractors import distractor_candidates
 from library.jsonl import atomic_write_json, write_jsonl_atomic
 from library.graph.kg import KnowledgeGraph, load_kg
@@ -412,6 +413,8 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
     cases nothing is written.
     """
     t0 = time.perf_counter()
+    if Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
+        raise DataFileError(config.out_dir, "is a file; --out takes the folder the splits are written to")
     kg = load_kg(config.kg_path)
     disable = None if config.progress is None else not config.progress
     bars = {split: tqdm(total=n, desc=f"{split:<10}", unit="q", disable=disable, leave=False)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from library.scoring.answer_format import FORMAT_INSTRUCTIONS, render_completion, tag_answer
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
@@ -240,3 +240,15 @@ def reference_completion(question: Any, *, kg: Any = None, style: str | None = N
     if completion:
         return str(completion).strip()
     return render_completion(ref.trace, question.answer_star)
+
+
+def fact_groups(kg: Any, edges: Iterable[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``[(src, rel, (dst, ...)), ...]`` sorted, one group per (entity, relation) of ``edges``."""
+    groups: dict[tuple[str, str], set[str]] = {}
+    for e in edges:
+        groups.setdefault((e.src, e.rel), set()).add(e.dst)
+    return [(src, rel, tuple(sorted(dsts))) for (src, rel), dsts in sorted(groups.items())]
+
+
+#: The user turn of a knowledge row. Short: it is paid once per row.
+KNOWLEDGE_PROMPT = "State facts."

@@ -18,10 +18,12 @@ half-written by a crash is cut off the next time the run is opened for appending
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -29,6 +31,7 @@ from library.contracts import Episode
 from library.errors import DataFileError
 from library.jsonl import atomic_write_json, atomic_write_text, dumps_line, iter_jsonl, read_json
 
+LOCK = ".lock"  # held by the one process that writes the run (git-ignored by its dot name)
 META = "meta.json"
 METRICS = "metrics.json"
 EPISODES = "episodes.jsonl"
@@ -39,6 +42,10 @@ def new_run_id(prefix: str = "run") -> str:
     """A sortable, collision-safe run id such as ``run-20261122-041500-3fa2``."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+class RunLockedError(RuntimeError):
+    """Another process writes this run folder."""
 
 
 class RunDir:
@@ -64,6 +71,35 @@ class RunDir:
     @property
     def run_id(self) -> str:
         return self.path.name
+
+    # --------------------------------------------------------------------- lock
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Own the run folder while the block runs: an OS lock (``flock``) on ``<run>/.lock``,
+        released when the process ends however it ends. A second writer gets RunLockedError
+        naming the holder (its pid and command line) instead of racing on the same files.
+
+        >>> import tempfile
+        >>> run = RunDir.create(tempfile.mkdtemp(), run_id="r")
+        >>> with run.lock():
+        ...     pass
+        """
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+                raise RunLockedError(f"{self.path} is being written by {holder}; wait for it to finish, "
+                                     "or choose another --run") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} ({' '.join(sys.argv)[:300]})\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     # --------------------------------------------------------------------- meta
     def write_meta(self, meta: dict[str, Any]) -> None:

@@ -126,7 +126,7 @@ def add_lora(model, settings: LoraSettings):
 def cpu_training_args(**kwargs) -> dict[str, Any]:
     """Arguments every TRL config gets (CPU-safe; mixed precision from the compute precision).
 
-    ``bf16`` follows :func:`library.model.load.compute_precision`: True only where the hardware has
+    ``bf16`` follows :func:`library.model.precision.compute_precision`: True only where the hardware has
     bf16 matrix units (AMX here: SFT 1.5x the fp32 tokens per second, benchmarks/training.py),
     never on a CPU without them (bf16 is ~38x slower there, docs/MEASUREMENTS.md). TRL's own
     default (``bf16=True``) is never taken blindly.
@@ -134,7 +134,7 @@ def cpu_training_args(**kwargs) -> dict[str, Any]:
     import torch
     from transformers import TrainingArguments
 
-    from library.model.load import compute_precision
+    from library.model.precision import compute_precision
 
     # Activation ("gradient") checkpointing off: it recomputes activations to save memory we have.
     # transformers 5.2x renamed the argument to ``activation_checkpointing`` and applies the old
@@ -159,3 +159,22 @@ def cpu_training_args(**kwargs) -> dict[str, Any]:
     )
     base.update(kwargs)
     return base
+
+
+def load_phase_model(base, adapter_root: Path, phase: str, *, sft_full: bool, trainable: bool = False):
+    """The model phase ``phase`` was evaluated with, from its saved result in ``adapter_root``:
+    the base for ``base``; the SFT result (a LoRA adapter on the base, or the whole fine-tuned
+    model) for ``sft``; an RL phase's LoRA adapter on the fully fine-tuned SFT model when
+    ``sft_full``, else on the base (its adapter continued the SFT adapter). What "try it" serves
+    and what the evaluation of a resumed run loads."""
+    if phase == "base":
+        return base
+    adapter_root = Path(adapter_root)
+    if phase != "sft" and sft_full:
+        base = load_full_model(adapter_root / "sft")
+    return load_adapter(base, adapter_root / phase, trainable=trainable)
+
+
+def saved_phase(adapter_dir: Path) -> bool:
+    """Whether a phase's result was saved in ``adapter_dir`` (an adapter or a whole model)."""
+    return (Path(adapter_dir) / "adapter_config.json").exists() or is_full_model_dir(adapter_dir)

@@ -15,7 +15,7 @@
   adapter and computes reference log-probs with that adapter active, so beta > 0 costs one
   extra forward pass, not a second model in memory.
 - **CPU-safe** (``library.train.checkpoints.cpu_training_args``: bf16 autocast only on AMX), prompts are the chat-formatted strings from
-  ``library.model.load.format_prompt`` (TRL leaves string prompts untouched), sampling at the paper's
+  ``library.model.chat.format_prompt`` (TRL leaves string prompts untouched), sampling at the paper's
   temperature 0.6 / top_p 0.9.
 - **Only training prompts**: :func:`library.train.data.assert_training_only` runs before the trainer
   is built and again on every batch the trainer scores.
@@ -340,7 +340,7 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from library.model.load import format_prompt
+    from library.model.chat import format_prompt
     from library.runs.folder import RunDir
     from library.train.checkpoints import checkpoint_step, cpu_training_args, last_checkpoint, save_adapter, trainable_report
 

@@ -1,17 +1,18 @@
-"""Orchestration: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
+"""The one phase loop: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
 
 ``run_training(config, run_dir, backend=...)`` is what ``kgr train`` calls (through
-``library.train.backends.pipeline``, which picks the backend). This is the one phase loop of every
-backend: a backend (``library.train.backends.phases``) only trains a phase and gives the model its
-evaluation generates with; resume checks, episode bookkeeping, evaluation and metrics are here.
-The run folder gets:
+``library.train.backends.pipeline``, which picks the backend), and it reads as
+:func:`setup` -> :func:`run_phase` for every phase not yet completed -> :func:`finish`. A backend
+(``library.train.backends.phases``) only trains a phase and gives the model its evaluation
+generates with; resume checks, episode bookkeeping, evaluation and metrics are here. Experiments
+(library/experiments) run beside this loop, on the finished run. The run folder gets:
 
 - ``meta.json``: every setting (the whole TrainConfig), the backend, seed, data sha256 hashes, library and
   package versions, platform, model info, reward configs, which questions each phase may use
   (the GRPO pool ids, counts), and ``phases_completed`` (resume state).
 - ``metrics.json``: per split and phase (``eval``, ``eval_shuffled``, ``train_sample``), curves
   per phase, ``timings`` per phase (training and eval separately), ``resources`` (peak RSS),
-  and ``distribution`` when that experiment runs.
+  ``comparisons`` (paired differences between phases).
 - ``episodes.jsonl``: every eval completion and every RSFT/GRPO rollout.
 - ``adapters/<phase>/`` and ``checkpoints/<phase>/`` (git-ignored): the LoRA adapters and the
   trainer checkpoints that make a killed run resumable.
@@ -28,12 +29,14 @@ Every training phase asserts that no eval or eval_shuffled id reaches it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import platform
 import resource
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,7 +44,9 @@ from rich.console import Console
 
 from library.config import TrainConfig
 from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection, load_data, make_selection, select_balanced
+from library.train.data import DataBundle, Selection, load_data, make_selection
+from library.evaluation.monitor import monitor_block
+from library.evaluation.phase import evaluate_phase
 
 EVAL_SPLIT_KEYS = ("eval", "eval_shuffled", "train_sample")
 #: metrics.json split key -> the Episode.split its episodes carry
@@ -71,7 +76,7 @@ def platform_info(threads: int | None) -> dict[str, Any]:
 
     import torch
 
-    from library.model.load import bf16_matmul_speedup, bf16_matrix_units, compute_precision, generation_precision
+    from library.model.precision import bf16_matmul_speedup, bf16_matrix_units, compute_precision, generation_precision
 
     info = _versions()
     info.update({
@@ -129,71 +134,6 @@ def build_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Se
         "phases_completed": [],
         "status": "running",
     }
-
-
-# ----------------------------------------------------------------------------- eval
-def evaluate_phase(model, tokenizer, phase: str, selection: Selection, reward_model, run: RunDir,
-                   config: TrainConfig, console: Console, kg: Any = None) -> dict[str, dict[str, Any]]:
-    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
-    fact recall (library/train/facts.py) of the (entity, relation) groups the eval chains use.
-
-    Returns ``{key: block}`` (keys: eval, eval_shuffled, train_sample, facts); the episodes go
-    to the run's episodes.jsonl.
-
-    Across N processes (library/model/distributed.py) the greedy answers are sharded: each process
-    answers a contiguous slice of every split, the episodes are gathered in question order and
-    the main process logs them (``library.evaluation.evaluate.evaluate``), so the answers cost 1/N of the
-    time. Fact recall is teacher-forced (one forward pass per batch, no decoding loop) and runs
-    on the main process while the others wait at the barrier after it: it is the cheaper part
-    (~55 s of a ~130 s quick-profile eval on this CPU against ~75 s of decoding), and sharding it
-    would need its per-group hits gathered for the per-relation shares. Why sharding the
-    answers rather than answering on the main process alone: decoding is per-question work with
-    no communication, so N processes finish it in ~1/N of the time, while the main-only design
-    leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
-    the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
-    """
-    from library.model.distributed import is_writer, wait_for_everyone
-
-    kg = kg if kg is not None else reward_model.kg
-    from library.evaluation.evaluate import evaluate
-
-    blocks = {}
-    shuffled_phases = config.eval.shuffled_phases
-    shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
-    for key, questions in (("eval", selection.eval), ("eval_shuffled", shuffled),
-                           ("train_sample", selection.train_sample)):
-        if not questions:
-            continue
-        t0 = time.perf_counter()
-        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
-        # blocks when the phase completes), so a half-done phase never shows up as a result.
-        blocks[key] = evaluate(
-            model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
-            batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens, store_metrics=False,
-        )
-        acc = blocks[key].get("accuracy")
-        console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
-                      f"({time.perf_counter() - t0:.0f}s)")
-    if selection.eval and is_writer():
-        # Did the model learn the facts the eval chains need (apart from composing them)?
-        # Recall where the facts were taught (knowledge rows) and where composition needs them
-        # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.
-        from library.train.facts import eval_fact_groups, fact_recall, trace_recall
-
-        t0 = time.perf_counter()
-        blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
-        n_trace = config.eval.n_trace_recall
-        traced = (selection.eval if n_trace is None
-                  else select_balanced(selection.eval, n_trace, f"{config.seed}:trace_recall"))
-        style = None if config.sft.trace_style == "copy" else config.sft.trace_style
-        in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
-        in_trace.pop("hits")
-        blocks["facts"]["in_trace"] = in_trace
-        console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
-                      f"recall={blocks['facts']['recall']:.3f}, inside the TRACE {in_trace['recall']:.3f} "
-                      f"({time.perf_counter() - t0:.0f}s)")
-    wait_for_everyone()  # the other processes wait while the main one measures fact recall
-    return blocks
 
 
 # ----------------------------------------------------------------------------- resume bookkeeping
@@ -275,18 +215,6 @@ def mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
     atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
 
 
-def phase_monitor_block(config: TrainConfig, data: DataBundle, selection: Selection, run: RunDir, phase: str,
-                        curve: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """metrics.json ``monitor.<phase>``: the reward-hacking monitor over the phase's logged rollouts
-    and its curve's KL. The live monitor judged the same steps as they came; the block is
-    recomputed from the log so that it is, by construction, what ``kgr monitor`` finds later."""
-    from library.evaluation.monitor import kl_by_step, monitor_phase
-
-    questions = selection.rsft_prompts if phase == "rsft" else selection.grpo_pool
-    return monitor_phase(phase, run.iter_episodes(phase=phase), questions, data.kg, config.monitor,
-                         kl_by_step(curve)).summary()
-
-
 # ----------------------------------------------------------------------------- the run
 def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = None, resume: bool = False,
                  console: Console | None = None, stop_after: str | None = None) -> RunDir:
@@ -306,24 +234,68 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     for generation) hold while it runs and are restored afterwards: a run leaves no process-wide
     setting behind (tests run many in one process).
     """
-    from library.model.load import using_precision
+    from library.model.distributed import is_writer
+    from library.model.precision import using_precision
 
-    # before meta.json records them and any phase runs
-    with using_precision(config.precision, config.generation.precision):
+    # the folder is this process's while it runs (a second writer stops with the holder's name);
+    # the precisions are set before meta.json records them and any phase runs
+    owned = RunDir(run_dir).lock() if is_writer() else contextlib.nullcontext()
+    with owned, using_precision(config.precision, config.generation.precision):
         return _run_phases(config, run_dir, backend=backend, resume=resume, console=console, stop_after=stop_after)
+
+
+@dataclass
+class RunState:
+    """What :func:`setup` resolves once and every phase then shares: no phase reads the profile
+    again for its data, questions, model or log."""
+
+    config: TrainConfig
+    run: RunDir
+    backend: Any
+    data: DataBundle
+    selection: Selection
+    tokenizer: Any
+    eval_reward: Any
+    meta: dict[str, Any]
+    metrics: dict[str, Any]
+    console: Console
+    writer: bool
+    t_start: float
+    fresh: bool
+    completed: list[str] = field(default_factory=list)
+    did_work: bool = False
 
 
 def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resume: bool, console: Console | None,
                 stop_after: str | None) -> RunDir:
-    """The body of :func:`run_training`, under the run's compute precision."""
-    import torch
-    from transformers import set_seed
+    """The body of :func:`run_training`, under the run's compute precision: setup, every phase
+    not completed yet, then finish."""
+    state = setup(config, Path(run_dir), backend=backend, resume=resume, console=console)
+    if stop_after in state.completed:  # resumed past the phase to stop after: nothing more to do
+        state.console.print(f"  {stop_after} is already completed in {state.run.path}; stopping there")
+        return state.run
+    for phase in config.phases():
+        if phase in state.completed:
+            continue
+        run_phase(state, phase, stop=stop_after == phase)
+        if stop_after == phase:
+            return state.run
+    finish(state)
+    return state.run
 
+
+def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, console: Console | None) -> RunState:
+    """Resolve everything the phases share: the run folder (fresh, or checked for resume), the
+    data and each phase's questions, the evaluation model and its reward, meta.json and the
+    metrics written so far."""
+    import torch
+
+    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
+    from library.model.load import load_model, model_info
+    from library.model.precision import compute_precision, generation_precision, keep_freed_memory
+    from library.scoring.reward import RewardModel
     from library.train.backends.phases import RunContext
     from library.train.backends.torch_phases import TorchBackend
-    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
-    from library.model.load import compute_precision, generation_precision, keep_freed_memory, load_model, model_info
-    from library.scoring.reward import RewardModel
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
     backend = backend if backend is not None else TorchBackend()
@@ -332,7 +304,6 @@ def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resum
     console = (console or Console(stderr=True)) if writer else Console(stderr=True, quiet=True)
     if config.threads:  # evaluation is torch on every backend
         torch.set_num_threads(config.threads)
-    run_dir = Path(run_dir)
     run = RunDir(run_dir)
     fresh = not (run_dir / "meta.json").exists()
     wait_for_everyone()  # every process has seen the folder as it was before the main one writes to it
@@ -347,83 +318,96 @@ def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resum
     with main_process_first():  # a model converted and cached on first use is written once
         base, tokenizer = load_model(config.model, device=backend.eval_device)
     meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
-    completed: list[str] = list(meta.get("phases_completed", []))
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
         metrics.setdefault(key, {})
-
-    eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
+    state = RunState(config=config, run=run, backend=backend, data=data, selection=selection, tokenizer=tokenizer,
+                     eval_reward=RewardModel.from_preset(data.kg, config.eval.reward_preset), meta=meta,
+                     metrics=metrics, console=console, writer=writer, t_start=t_start, fresh=fresh,
+                     completed=list(meta.get("phases_completed", [])))
     backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
                              console=console), base)
     console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
-                  f"precision={compute_precision()} generation={generation_precision()} run={run_dir} phases={' -> '.join(config.phases())}"
-                  + (f" (resuming; done: {', '.join(completed) or 'none'})" if not fresh else ""))
+                  f"precision={compute_precision()} generation={generation_precision()} run={run_dir} "
+                  f"phases={' -> '.join(config.phases())}"
+                  + (f" (resuming; done: {', '.join(state.completed) or 'none'})" if not fresh else ""))
+    return state
 
-    did_work = False
-    for phase in config.phases():
-        if phase in completed:
-            continue
-        console.rule(f"[bold]{phase}")
-        set_seed(config.seed)
-        ckpt_dir, adapter_dir = run_dir / "checkpoints" / phase, run_dir / "adapters" / phase
-        t0 = time.perf_counter()
-        if phase == "base":
-            if writer:
-                drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
-            wait_for_everyone()  # the episode log as the main process left it, for every process
+
+def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
+    """Train ``phase`` (unless its training finished before a kill), evaluate it, and only then
+    list it as completed in meta.json; ``stop`` marks the run stopped after it."""
+    from transformers import set_seed
+
+    from library.model.distributed import wait_for_everyone
+
+    config, run, backend, metrics, console = state.config, state.run, state.backend, state.metrics, state.console
+    console.rule(f"[bold]{phase}")
+    set_seed(config.seed)
+    ckpt_dir, adapter_dir = run.path / "checkpoints" / phase, run.path / "adapters" / phase
+    t0 = time.perf_counter()
+    if phase == "base":
+        if state.writer:
+            drop_phase_episodes(run, phase, keep_rollouts=False, keep_eval=True)
+        wait_for_everyone()  # the episode log as the main process left it, for every process
+    else:
+        info = trained_marker(ckpt_dir, adapter_dir)
+        if state.writer:
+            drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
+                                keep_eval=info is not None)
+        wait_for_everyone()
+        if info is not None:
+            console.print(f"  training of {phase} already finished; re-running its eval only")
         else:
-            info = trained_marker(ckpt_dir, adapter_dir)
-            if writer:
-                drop_phase_episodes(run, phase, keep_rollouts=backend.keep_rollouts_on_redo(phase),
-                                    keep_eval=info is not None)
-            wait_for_everyone()
-            if info is not None:
-                console.print(f"  training of {phase} already finished; re-running its eval only")
-            else:
-                ckpt_dir.mkdir(parents=True, exist_ok=True)
-                info = backend.train_phase(phase, ckpt_dir, adapter_dir)
-                info["backend"] = backend.name
-                info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
-                wait_for_everyone()  # the adapter and every rollout are written before anyone reads them
-                if writer:
-                    mark_trained(ckpt_dir, info)
-                metrics["curves"][phase] = info.get("curve", [])
-                if phase in ("rsft", "grpo") and config.monitor.enabled:
-                    metrics.setdefault("monitor", {})[phase] = phase_monitor_block(config, data, selection, run, phase,
-                                                                                   metrics["curves"][phase])
-                metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
-                metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
-                                                             if k not in ("curve", "ex_ids", "winner_ids")}
-                console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            info = backend.train_phase(phase, ckpt_dir, adapter_dir)
+            info["backend"] = backend.name
+            info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
+            wait_for_everyone()  # the adapter and every rollout are written before anyone reads them
+            if state.writer:
+                mark_trained(ckpt_dir, info)
+            metrics["curves"][phase] = info.get("curve", [])
+            if phase in ("rsft", "grpo") and config.monitor.enabled:
+                pool = state.selection.rsft_prompts if phase == "rsft" else state.selection.grpo_pool
+                metrics.setdefault("monitor", {})[phase] = monitor_block(
+                    phase, run.iter_episodes(phase=phase), pool, state.data.kg, config.monitor, metrics["curves"][phase])
+            metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
+            metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
+                                                         if k not in ("curve", "ex_ids", "winner_ids")}
+            console.print(f"  {phase} training: {metrics['timings'][phase]:.0f}s")
 
-        t1 = time.perf_counter()
-        with backend.eval_model(phase, adapter_dir) as phase_model:
-            phase_model.eval()
-            blocks = evaluate_phase(phase_model, tokenizer, phase, selection, eval_reward, run, config, console)
-        metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
-        # Only now, with its training and its eval done, is the phase listed as completed.
-        did_work = True
-        for key, block in blocks.items():
-            metrics.setdefault(key, {})[phase] = block
-        metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
-        metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
-        completed.append(phase)
-        meta["phases_completed"] = list(completed)
-        if stop_after == phase:
-            meta["status"] = f"stopped after {phase}"
-        if writer:
-            run.write_metrics(metrics)
-            run.write_meta(meta)
-        wait_for_everyone()  # the phase is on disk, completed, before any process goes on
-        if stop_after == phase:
-            return run
+    t1 = time.perf_counter()
+    with backend.eval_model(phase, adapter_dir) as phase_model:
+        phase_model.eval()
+        blocks = evaluate_phase(phase_model, state.tokenizer, phase, state.selection, state.eval_reward, run,
+                                config.eval, console, seed=config.seed, trace_style=config.sft.trace_style)
+    metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
+    # Only now, with its training and its eval done, is the phase listed as completed.
+    state.did_work = True
+    for key, block in blocks.items():
+        metrics.setdefault(key, {})[phase] = block
+    metrics["resources"]["peak_rss_mb"] = max(peak_rss_mb(), metrics["resources"].get("peak_rss_mb", 0.0))
+    metrics["resources"].setdefault("peak_rss_mb_after", {})[phase] = peak_rss_mb()
+    state.completed.append(phase)
+    state.meta["phases_completed"] = list(state.completed)
+    if stop:
+        state.meta["status"] = f"stopped after {phase}"
+    if state.writer:
+        run.write_metrics(metrics)
+        run.write_meta(state.meta)
+    wait_for_everyone()  # the phase is on disk, completed, before any process goes on
 
-    if writer and (did_work or meta.get("status") != "complete"):
-        finish_run(run, meta, metrics, t_start)
+
+def finish(state: RunState) -> None:
+    """The run's end: paired comparisons, totals and the "complete" status (once, when there was
+    work or the status says otherwise), with every process waiting for the folder."""
+    from library.model.distributed import wait_for_everyone
+
+    if state.writer and (state.did_work or state.meta.get("status") != "complete"):
+        finish_run(state.run, state.meta, state.metrics, state.t_start)
     wait_for_everyone()  # no process leaves before the run folder is complete
-    console.print(f"[bold green]done[/] ({backend.name}) in {time.perf_counter() - t_start:.0f}s; "
-                  f"peak RSS {peak_rss_mb():.0f} MB")
-    return run
+    state.console.print(f"[bold green]done[/] ({state.backend.name}) in {time.perf_counter() - state.t_start:.0f}s; "
+                        f"peak RSS {peak_rss_mb():.0f} MB")
 
 
 def phase_comparisons(run: RunDir, phases: Sequence[str]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 What this module guarantees, and why:
 
 - **Loss on the completion only.** Rows are TRL's prompt-completion format: ``prompt`` is the
-  chat-formatted user turn (``library.model.load.format_prompt``, the exact text generation sees) and
+  chat-formatted user turn (``library.model.chat.format_prompt``, the exact text generation sees) and
   ``completion`` is ``TRACE: ...\\nANSWER: X<|im_end|>``. With ``completion_only_loss=True`` TRL sets
   the labels of every prompt token to -100 (the public attempt trained on the prompt too).
 - **Base weights frozen.** peft's LoRA wrapper freezes everything except the adapter matrices
@@ -46,7 +46,7 @@ class LoraTrainResult:
 # ----------------------------------------------------------------------------- rows
 def sft_rows(tokenizer, examples: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
     """``(user_text, completion)`` pairs -> TRL prompt-completion rows (chat template applied once, here)."""
-    from library.model.load import format_example
+    from library.model.chat import format_example
 
     return [format_example(tokenizer, user, completion).as_dict() for user, completion in examples]
 

@@ -15,7 +15,7 @@ class DevJudge:
 
     def __init__(self, cfg, data, tokenizer, n_dev: int):
         from library.scoring.reward import RewardModel
-        from library.train.data import select_balanced
+        from library.questions.balance import select_balanced
 
         self.cfg, self.tokenizer = cfg, tokenizer
         self.dev = select_balanced(data.dev, n_dev, f"{cfg.seed}:dev")

@@ -138,12 +138,13 @@ def main() -> None:
 
     from library.config import deep_merge, load_config
     from library.evaluation.evaluate import evaluate
-    from library.train.facts import eval_fact_groups, fact_recall, trace_recall
+    from library.evaluation.recall import eval_fact_groups, fact_recall, trace_recall
     from library.model.load import load_model
     from library.questions.wording import blank_tags
     from library.scoring.reward import RewardModel, parse_completion
     from library.train.sft import run_sft
-    from library.train.data import load_data, make_selection, select_balanced
+    from library.train.data import load_data, make_selection
+    from library.questions.balance import select_balanced
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     finals = {}

@@ -79,7 +79,7 @@ def sft_records(questions: Iterable[Question], *, system: str | None = None, kg:
 
 def chat_record(user_text: str, completion: str, *, system: str | None = None) -> dict:
     """One mlx-lm chat example. ``system`` must be the system prompt the torch path formats every
-    prompt with (``library.model.load.SYSTEM_PROMPT``): the mlx-trained adapter is evaluated by the torch
+    prompt with (``library.model.chat.SYSTEM_PROMPT``): the mlx-trained adapter is evaluated by the torch
     code, and without it SmolLM2's chat template would insert its own default system prompt."""
     messages = [] if system is None else [{"role": "system", "content": system}]
     return {"messages": messages + [{"role": "user", "content": user_text},
@@ -420,7 +420,7 @@ def sample_mlx(model_path: str, adapter_dir: Path | None, user_texts: list[str],
     from mlx_lm import generate, load
     from mlx_lm.sample_utils import make_sampler
 
-    from library.model.load import format_prompt
+    from library.model.chat import format_prompt
 
     model, tokenizer = load(str(model_path), adapter_path=str(adapter_dir) if adapter_dir else None)
     mx.random.seed(seed)

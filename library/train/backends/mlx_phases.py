@@ -18,7 +18,8 @@ from typing import Any
 from library.train.backends import mlx as M
 from library.train.backends import mlx_adapters, mlx_grpo
 from library.train.backends.phases import PhaseBackend
-from library.model.load import SYSTEM_PROMPT, model_source
+from library.model.load import model_source
+from library.model.chat import SYSTEM_PROMPT
 from library.scoring.reward import RewardConfig, RewardModel
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -8,7 +8,7 @@ which writes the same run-folder contract for every backend:
 
 - ``meta.json`` with ``backend`` (and ``backend_options``), ``phases_completed`` / ``status``,
   so ``--resume`` works the same way (and refuses a run of another backend);
-- ``metrics.json``: per phase the SAME evaluation (``library.train.pipeline.evaluate_phase``: greedy,
+- ``metrics.json``: per phase the SAME evaluation (``library.evaluation.phase.evaluate_phase``: greedy,
   ``library.model.generate`` on the transformers model with the phase's peft adapter), curves,
   timings, resources;
 - ``episodes.jsonl``: eval episodes and RSFT/GRPO rollouts with the torch field names;

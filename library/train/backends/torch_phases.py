@@ -82,10 +82,12 @@ class TorchBackend(PhaseBackend):
             yield self.base
             return
         model, self.trained = self.trained, None
-        if model is None:  # trained by an earlier process: its saved result
-            from library.train.checkpoints import load_adapter
+        if model is None:  # trained by an earlier process: its saved result, resolved as "try it" does
+            from library.train.checkpoints import load_phase_model
 
-            model = load_adapter(self.base if phase == "sft" else self.rl_base(), adapter_dir, trainable=False)
+            # the SFT model is loaded once and kept as every later phase's base (rl_base)
+            base = self.base if phase == "sft" else self.rl_base()
+            model = load_phase_model(base, adapter_dir.parent, phase, sft_full=False)
         yield model
         if phase == "sft" and self.sft_full:  # trained in place: every later phase's base
             self.base, self.base_is_sft = model, True

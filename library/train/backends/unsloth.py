@@ -81,7 +81,7 @@ def load_model_unsloth(spec: str, *, max_seq_length: int, load_in_4bit: bool, lo
     tokenizer = prepare_tokenizer(tokenizer)
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"{spec}: the tokenizer has no chat template; prompts could not be formatted "
-                         "like the torch path's (library.model.load.format_prompt)")
+                         "like the torch path's (library.model.chat.format_prompt)")
     model.config.pad_token_id = tokenizer.pad_token_id
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id

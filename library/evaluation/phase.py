@@ -1,0 +1,81 @@
+"""Everything measured after a phase: greedy answers on the eval subset, its option-shuffled
+twin and a train sample (library/evaluation/evaluate.py), and fact recall of the facts the eval
+chains need (library/evaluation/recall.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+
+from library.config import EvalSettings
+from library.questions.balance import select_balanced
+
+
+# ----------------------------------------------------------------------------- eval
+def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, run: Any, settings: EvalSettings,
+                   console: Console, *, seed: int, trace_style: str = "copy", kg: Any = None) -> dict[str, dict[str, Any]]:
+    """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
+    fact recall (library/train/facts.py) of the (entity, relation) groups the eval chains use.
+
+    ``selection``: the run's question sets (library.train.data.Selection: ``eval``,
+    ``eval_shuffled``, ``train_sample``); ``trace_style``: the TRACE wording SFT taught, which
+    the in-TRACE recall teacher-forces. Returns ``{key: block}`` (keys: eval, eval_shuffled,
+    train_sample, facts); the episodes go to the run's episodes.jsonl.
+
+    Across N processes (library/model/distributed.py) the greedy answers are sharded: each process
+    answers a contiguous slice of every split, the episodes are gathered in question order and
+    the main process logs them (``library.evaluation.evaluate.evaluate``), so the answers cost 1/N of the
+    time. Fact recall is teacher-forced (one forward pass per batch, no decoding loop) and runs
+    on the main process while the others wait at the barrier after it: it is the cheaper part
+    (~55 s of a ~130 s quick-profile eval on this CPU against ~75 s of decoding), and sharding it
+    would need its per-group hits gathered for the per-relation shares. Why sharding the
+    answers rather than answering on the main process alone: decoding is per-question work with
+    no communication, so N processes finish it in ~1/N of the time, while the main-only design
+    leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
+    the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
+    """
+    from library.model.distributed import is_writer, wait_for_everyone
+
+    kg = kg if kg is not None else reward_model.kg
+    from library.evaluation.evaluate import evaluate
+
+    blocks = {}
+    shuffled_phases = settings.shuffled_phases
+    shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
+    for key, questions in (("eval", selection.eval), ("eval_shuffled", shuffled),
+                           ("train_sample", selection.train_sample)):
+        if not questions:
+            continue
+        t0 = time.perf_counter()
+        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
+        # blocks when the phase completes), so a half-done phase never shows up as a result.
+        blocks[key] = evaluate(
+            model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
+            batch_size=settings.batch_size, max_new_tokens=settings.max_new_tokens, store_metrics=False,
+        )
+        acc = blocks[key].get("accuracy")
+        console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
+    if selection.eval and is_writer():
+        # Did the model learn the facts the eval chains need (apart from composing them)?
+        # Recall where the facts were taught (knowledge rows) and where composition needs them
+        # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.
+        from library.evaluation.recall import eval_fact_groups, fact_recall, trace_recall
+
+        t0 = time.perf_counter()
+        blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
+        n_trace = settings.n_trace_recall
+        traced = (selection.eval if n_trace is None
+                  else select_balanced(selection.eval, n_trace, f"{seed}:trace_recall"))
+        style = None if trace_style == "copy" else trace_style
+        in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
+        in_trace.pop("hits")
+        blocks["facts"]["in_trace"] = in_trace
+        console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "
+                      f"recall={blocks['facts']['recall']:.3f}, inside the TRACE {in_trace['recall']:.3f} "
+                      f"({time.perf_counter() - t0:.0f}s)")
+    wait_for_everyone()  # the other processes wait while the main one measures fact recall
+    return blocks

@@ -1,0 +1,210 @@
+"""Compute precision and memory: which arithmetic a run trains and generates in, and how freed
+memory is kept.
+
+Weights are always kept in fp32. Arithmetic follows the *compute precision*
+(:func:`set_compute_precision`, ``precision`` in the run config): ``"auto"`` picks bfloat16 where the
+hardware multiplies bf16 matrices natively (Intel AMX tiles on CPU, bf16-capable CUDA GPUs) and
+float32 elsewhere. On a CPU with AMX, bf16 matmuls run 3-8x faster than fp32 (docs/MEASUREMENTS.md);
+on one without bf16 instructions (the AVX2 AMD EPYC of the first measurements) bf16 runs ~38x
+slower, so "auto" never picks it there.
+
+Generation has its own precision (:func:`generation_precision`, ``generation.precision``):
+``"auto"`` follows a bf16 training precision and also picks bfloat16 on CPUs without AMX whose
+bf16 matmuls *measure* at least 1.5x fp32 (:func:`bf16_matmul_speedup`; the AVX512-BF16 AMD
+EPYC: 3.4-4x). Training stays fp32 there: a quick run trained under bf16 autocast on that CPU
+scored 45.3% after SFT against 60.0% in fp32, while bf16 *generation* of the fp32-trained model
+answered 137 of 150 eval questions identically (accuracy -1.3 points [-4.7, +2.0]).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import contextmanager
+
+import torch
+
+
+#: Compute precisions a run can ask for ("auto" is resolved by :func:`resolve_precision`).
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+_compute_precision = "float32"  # what library calls use until a run sets it (exact fp32)
+
+
+_generation_precision = "float32"
+
+
+def bf16_matrix_units(device: str = "cpu") -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices in hardware (CPU: Intel AMX tiles).
+
+    AVX512-BF16 alone does not count: it is 4x faster than fp32 on one machine kind here and 2x
+    slower on another (:func:`bf16_matmul_speedup` measures it for generation instead).
+    """
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_matmul_speedup(rows: int = 64) -> float:
+    """fp32 time / bf16 time of one SmolLM2 MLP matmul (``rows`` x 576 @ 576 x 1536) on this CPU.
+
+    Measured, not read from CPU flags (see :func:`bf16_matrix_units`). Best of 5 timings of 4
+    calls each after a warm-up, once per process: ~10 ms where bf16 is fast, under 1 s where
+    it is emulated.
+
+    >>> bf16_matmul_speedup() > 0
+    True
+    """
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(rows, 576, generator=gen), torch.randn(1536, 576, generator=gen)
+
+    def best_seconds(dtype: torch.dtype) -> float:
+        xd, wd = x.to(dtype), w.to(dtype)
+        torch.nn.functional.linear(xd, wd)
+        timings = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(4):
+                torch.nn.functional.linear(xd, wd)
+            timings.append(time.perf_counter() - start)
+        return min(timings)
+
+    return best_seconds(torch.float32) / best_seconds(torch.bfloat16)
+
+
+def resolve_precision(precision: str = "auto", device: str | None = None) -> str:
+    """``"float32"`` or ``"bfloat16"`` for a requested precision on ``device`` (default: CUDA if any).
+
+    >>> resolve_precision("float32")
+    'float32'
+    >>> resolve_precision("auto") in ("float32", "bfloat16")
+    True
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
+    if precision != "auto":
+        return precision
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return "bfloat16" if bf16_matrix_units(device) else "float32"
+
+
+def resolve_generation_precision(precision: str = "auto", training: str | None = None,
+                                 device: str | None = None) -> str:
+    """``"float32"`` or ``"bfloat16"`` for generation, given the resolved ``training`` precision.
+
+    ``"auto"``: bfloat16 where training is bf16 (sampler and trainer then round alike) or where
+    bf16 is fast for inference alone: bf16 matrix units, or a CPU whose bf16 matmuls measure at
+    least :data:`BF16_MIN_SPEEDUP` x fp32.
+
+    >>> resolve_generation_precision("float32", training="bfloat16")
+    'float32'
+    >>> resolve_generation_precision("auto", training="bfloat16")
+    'bfloat16'
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown generation precision {precision!r} (known: {', '.join(PRECISIONS)})")
+    if precision != "auto":
+        return precision
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if (training or resolve_precision("auto", device)) == "bfloat16" or bf16_matrix_units(device):
+        return "bfloat16"
+    if device.startswith("cuda"):
+        return "float32"
+    return "bfloat16" if bf16_matmul_speedup() >= BF16_MIN_SPEEDUP else "float32"
+
+
+def set_compute_precision(precision: str = "auto", generation: str | None = None) -> str:
+    """Set the process's compute precision for training and generation; returns the training one.
+
+    Process-wide, like ``torch.set_num_threads``: ``kgr train`` sets it once from the config.
+    bfloat16 training means mixed precision (fp32 master weights, bf16 autocast: the TRL
+    configs get ``bf16=True``, see :func:`library.train.checkpoints.cpu_training_args`); bfloat16 generation
+    means a bf16 copy of the weights (:func:`library.model.generate.generation_model`).
+    ``generation`` (``None``: the same as training) is resolved by
+    :func:`resolve_generation_precision`.
+    """
+    global _compute_precision, _generation_precision
+    _compute_precision = resolve_precision(precision)
+    _generation_precision = (_compute_precision if generation is None
+                             else resolve_generation_precision(generation, _compute_precision))
+    return _compute_precision
+
+
+def compute_precision() -> str:
+    """The process's resolved compute precision (``"float32"`` unless set).
+
+    >>> compute_precision() in ("float32", "bfloat16")
+    True
+    """
+    return _compute_precision
+
+
+def generation_precision() -> str:
+    """The process's resolved generation precision (``"float32"`` unless set).
+
+    >>> generation_precision() in ("float32", "bfloat16")
+    True
+    """
+    return _generation_precision
+
+
+@contextmanager
+def using_precision(precision: str, generation: str | None = None):
+    """Temporarily set the compute precisions (a run, tests and benchmarks).
+
+    >>> with using_precision("bfloat16"):
+    ...     compute_precision(), generation_precision()
+    ('bfloat16', 'bfloat16')
+    >>> with using_precision("float32", generation="bfloat16"):
+    ...     compute_precision(), generation_precision()
+    ('float32', 'bfloat16')
+    """
+    before = (_compute_precision, _generation_precision)
+    set_compute_precision(precision, generation)
+    try:
+        yield _compute_precision
+    finally:
+        set_compute_precision(*before)
+
+
+def keep_freed_memory() -> bool:
+    """Tell glibc's malloc to keep freed memory instead of handing it back to the kernel.
+
+    Every training step frees and re-allocates the same large buffers (a 540 MB gradient for
+    full fine-tuning, 32 MB of logits per 165-token row). glibc serves blocks over 32 MB with a
+    fresh ``mmap`` and unmaps them on free, so each step pays page faults and zeroing again.
+    Measured here (one 135M fp32 forward+backward in a fresh process, median of 5): 20 tokens
+    0.58 -> 0.23 s, 165 tokens 0.79-0.86 -> 0.76-0.77 s, 330 tokens 1.59-1.86 -> 1.40-1.48 s;
+    inside TRL's trainer no gain (benchmarks/training.py: 147.8 vs 146.0 real tok/s, same run),
+    where glibc's adaptive mmap threshold already keeps most buffers. Hand-written
+    because it is one ``mallopt`` call (the env-var form, ``MALLOC_MMAP_MAX_=0``, must be set
+    before the process starts). Returns whether it applied (glibc only; a no-op elsewhere).
+
+    >>> isinstance(keep_freed_memory(), bool)
+    True
+    """
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+    # Serve every block from the heap (no per-allocation mmap) and never trim the heap's top.
+    ok_mmap = libc.mallopt(m_mmap_max, 0) == 1
+    ok_trim = libc.mallopt(m_trim_threshold, ctypes.c_int(2**31 - 1)) == 1
+    return ok_mmap and ok_trim
+
+
+#: How much faster than fp32 bf16 must multiply on a CPU without AMX before generation's "auto"
+#: picks it. Measured with :func:`bf16_matmul_speedup` (2 threads): 3.7-4.0x on an AMD EPYC with
+#: AVX512-BF16 (family 26), 0.5-0.7x on an Intel Xeon with AVX512-BF16 but no AMX, below 0.1x
+#: without bf16 instructions (docs/MEASUREMENTS.md). 1.5 leaves both sides far from the line.
+BF16_MIN_SPEEDUP = 1.5
