@@ -65,6 +65,64 @@ def data(
     typer.echo(stats.summary())
 
 
+kg_app = typer.Typer(no_args_is_help=True, help="Inspect a knowledge graph before generating questions from it.")
+app.add_typer(kg_app, name="kg")
+
+
+@kg_app.command("check")
+def kg_check(
+    kg: Path = typer.Argument(Path("data/kg.json"), help="The kg.json to inspect."),
+    max_hops: int = typer.Option(5, help="Longest chain length to count."),
+    n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions you plan to ask `kgr data` for."),
+    n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions you plan."),
+    n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions you plan."),
+    out: Path = typer.Option(None, help="Also write the report as JSON here."),
+) -> None:
+    """Entities, edges and relations; how each relation branches (fan-out, functional share,
+    entity types); cycles and isolated entities; how many questions the graph can give per hop
+    length and frontier width; and what to run next."""
+    from rich.table import Table
+
+    from library.graph.check import check_graph, recommend
+    from library.graph.kg import load_kg
+    from library.jsonl import atomic_write_json
+
+    try:
+        report = check_graph(load_kg(kg), max_hops=max_hops)
+    except DataFileError as exc:
+        fail(exc)
+    out_console = Console(emoji=False, width=None if sys.stdout.isatty() else 120)  # tables unwrapped in logs
+    out_console.print(f"[bold]{escape(str(kg))}[/]: {report['domain']!r}, {report['entities']} entities, "
+                      f"{report['edges']} edges, {report['relations']} relations; types "
+                      + ", ".join(f"{escape(k)} {v}" for k, v in report["types"].items()), highlight=False)
+    rel_table = Table(title="relations", title_justify="left")
+    for col in ("relation", "edges", "mean fan-out", "max", "one successor", "entity types"):
+        rel_table.add_column(col, justify="right" if col in ("edges", "mean fan-out", "max", "one successor") else "left")
+    for rel, r in report["by_relation"].items():
+        rel_table.add_row(escape(rel), str(r["edges"]), f"{r['mean_fanout']:.2f}", str(r["max_fanout"]),
+                          f"{r['functional_share']:.0%}", escape(", ".join(r["types"])))
+    rel_table.add_row("all", str(report["edges"]), f"{report['mean_fanout']:.2f}", str(report["max_fanout"]),
+                      f"{report['functional_share']:.0%}", "", style="bold")
+    out_console.print(rel_table)
+    widths = list(next(iter(report["chains"].values())))
+    chain_table = Table(title="(start, relation chain) questions by the widest set of entities a hop holds",
+                        title_justify="left")
+    chain_table.add_column("hops", justify="right")
+    for w in widths:
+        chain_table.add_column("width 1 (solvable)" if w == "1" else f"width <= {w}", justify="right")
+    for hops, counts in report["chains"].items():
+        chain_table.add_row(hops, *(str(counts[w]) for w in widths))
+    out_console.print(chain_table)
+    cycles = report["cycles"]
+    out_console.print(f"fan-out histogram {report['fanout_histogram']}; {cycles['entities_on_cycles']} entities on "
+                      f"{cycles['strongly_connected_components']} cycles; {len(report['isolated'])} isolated entities",
+                      highlight=False)
+    for line in recommend(report, n_eval=n_eval, n_train_hard=n_train_hard, n_dev=n_dev):
+        out_console.print(f"- {escape(line)}", highlight=False)
+    if out is not None:
+        atomic_write_json(out, report)
+
+
 @app.command()
 def demo(
     runs: list[Path] = typer.Argument(None, help="Run folders, or folders of run folders "

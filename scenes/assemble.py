@@ -12,8 +12,11 @@ in Python:
 * each narration WAV is delayed to its shot's start (``adelay``) and the tracks are mixed
   (``amix``; silence when there is no narration, so the file always has an audio stream);
 * H.264 yuv420p + AAC with ``+faststart``, written to a temporary file in the output folder
-  and ``os.replace``-d into place: an interrupted render never leaves a truncated MP4 at the
-  final path.
+  (``.<name>.<pid>.<random>.tmp.mp4``, ``<pid>`` = the process running ``assemble``) and
+  ``os.replace``-d into place: an interrupted render never leaves a truncated MP4 at the
+  final path. On an exception (KeyboardInterrupt included) ffmpeg is killed and the temp file
+  deleted; on Linux ffmpeg also dies with its parent (``die_with_parent``), so a SIGKILLed
+  render leaves only the temp file, which the next build deletes (``scenes.build.reap_stale``).
 
 The binary is imageio-ffmpeg's static ffmpeg (it has xfade and libass). The naive MoviePy
 path (``assemble_naive``) exists only for ``benchmarks/render.py``.
@@ -23,7 +26,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import textwrap
 from dataclasses import dataclass, field
@@ -224,10 +230,17 @@ def _filter_path(p: Path) -> str:
     return s
 
 
+#: Test-only knob (tests/test_render_cleanup.py): when set, ffmpeg reads every input at this
+#: multiple of real time (``-readrate``), so an encode lasts about the video's length and a test
+#: can kill a render mid-assembly; never set in normal use.
+READRATE_ENV = "KGR_TEST_ASSEMBLE_READRATE"
+
+
 def ffmpeg_command(plan: Plan, out: Path, ass: Path | None, *, preset: str = "veryfast", crf: int = 20) -> list[str]:
     cmd = [ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", "-loglevel", "error"]
+    readrate = os.environ.get(READRATE_ENV)
     for s in plan.shots:
-        cmd += ["-i", str(s.clip)]
+        cmd += (["-readrate", readrate] if readrate else []) + ["-i", str(s.clip)]
     audio = [(i, s.audio) for i, s in enumerate(plan.shots) if s.audio is not None]
     for _, a in audio:
         cmd += ["-i", str(a)]
@@ -262,18 +275,29 @@ def ffmpeg_command(plan: Plan, out: Path, ass: Path | None, *, preset: str = "ve
 def assemble(plan: Plan, out_path: Path, *, work_dir: Path | None = None, preset: str = "veryfast",
              on_progress: Callable[[float, float], None] | None = None) -> Path:
     """Encode ``plan`` into ``out_path`` atomically. ``on_progress(done_s, total_s)`` is called
-    as ffmpeg reports; if it (or anything) raises, ffmpeg is killed and no file is left."""
+    as ffmpeg reports; if it (or anything) raises, ffmpeg is killed and no file is left.
+
+    Temp names carry this process's id (``.<stem>.<pid>.<random>.tmp.mp4`` beside
+    ``out_path``, ``assemble_<pid>_<random>/`` in ``work_dir``) so that a later build can tell
+    the leftovers of a killed render (their pid is gone) from a live render's files."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="assemble_", dir=work_dir))
-    fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.stem}.", suffix=".tmp.mp4")
-    os.close(fd)
-    tmp = Path(tmp_name)
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    work = Path(tempfile.mkdtemp(prefix=f"assemble_{pid}_", dir=work_dir))
+    tmp = None
     proc = None
     try:
+        fd, tmp_name = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.stem}.{pid}.", suffix=".tmp.mp4")
+        os.close(fd)
+        tmp = Path(tmp_name).absolute()  # absolute: ffmpeg's command line names the file it writes
         ass = write_ass(plan, work / "captions.ass") if any(s.caption.strip() for s in plan.shots) else None
         cmd = ffmpeg_command(plan, tmp, ass, preset=preset)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # killed with this process even if it is SIGKILLed (ffmpeg ignores SIGPIPE, so the
+        # closed progress pipe alone would not stop it)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                **_child_dies_with_us())
         assert proc.stdout is not None
         for line in proc.stdout:
             if on_progress and line.startswith("out_time_us=") and line.strip() != "out_time_us=N/A":
@@ -286,11 +310,55 @@ def assemble(plan: Plan, out_path: Path, *, work_dir: Path | None = None, preset
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        tmp.unlink(missing_ok=True)
-        for p in work.iterdir():
-            p.unlink()
-        work.rmdir()
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
     return out_path
+
+
+# --------------------------------------------------------------------------- child lifetime
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        prctl.restype = ctypes.c_int
+        return prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()  # resolved here, never in a freshly forked child
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """Make the calling process die (SIGKILL) when its parent ``parent_pid`` dies.
+
+    Linux only (``prctl(PR_SET_PDEATHSIG)``; returns False elsewhere, where callers need their
+    own fallback). The signal fires when the parent *thread* that started this process exits,
+    so start children from a thread that outlives them (the build does). If the parent died
+    before the call, this process is already re-parented and kills itself now.
+    """
+    armed = _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    if armed and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return armed
+
+
+def _child_dies_with_us() -> dict:
+    """``subprocess.Popen`` keyword arguments that tie the child's life to this process."""
+    if _PRCTL is None:
+        return {}
+    parent = os.getpid()
+    # preexec_fn runs between fork and exec; it only calls the prctl pointer resolved above
+    return {"preexec_fn": lambda: die_with_parent(parent)}
 
 
 # --------------------------------------------------------------------------- naive path

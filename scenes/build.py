@@ -14,15 +14,33 @@ Caching
 Rendering runs in ``jobs`` worker processes (spawned, so the parent's threads and imports never
 leak into manim), each clip in its own private manim folder (docs/MEASUREMENTS.md: a shared text cache
 raced and crashed).
+
+Interrupted builds
+  * Nothing outlives the build process: the workers and the assembly's ffmpeg get SIGKILL when
+    it dies (Linux ``PR_SET_PDEATHSIG``, ``assemble.die_with_parent``; the workers also exit
+    within 0.5 s once re-parented, for other systems), and multiprocessing's resource tracker
+    exits once they are gone. KeyboardInterrupt, SIGTERM and SIGHUP (turned into ``SystemExit``
+    while a build runs in the main thread) stop the workers at once and delete the temp files.
+  * Temp names carry the id of the process writing them: ``.<name>.<pid>.<random>.tmp.mp4``
+    (clips in the cache folder, the final video in the output folder) and ``<cache>/work/<pid>/``,
+    ``<cache>/work/assemble_<pid>_<random>/``. Every build first deletes those whose process is
+    gone (``reap_stale``): what a SIGKILLed build left, never a running build's files.
 """
 
 from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import multiprocessing
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,11 +177,155 @@ class BuildReport:
 
 
 def _render_worker(scene: str, payload: dict, out: str, width: int, height: int, fps: int, duration: float, work_dir: str) -> str:
-    # top-level so the spawned worker can import it; render_clip is atomic (temp + os.replace)
+    # top-level so the spawned worker can import it; render_clip is atomic (temp + os.replace).
+    # The private manim folders go under work/<this worker's pid>/ (see reap_stale).
     from scenes.render_clip import render_clip
 
     return str(render_clip(scene, payload, Path(out), width=width, height=height, fps=fps, duration=duration,
-                           work_dir=Path(work_dir)))
+                           work_dir=Path(work_dir) / str(os.getpid())))
+
+
+# --------------------------------------------------------------------------- interrupted builds
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Pool initializer: the worker dies with the build process ``parent_pid``, even a SIGKILLed one."""
+    _assemble.die_with_parent(parent_pid)  # Linux: the kernel sends SIGKILL
+    # everywhere (and should the signal not be armed): exit once re-parented
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="exit-when-orphaned", daemon=True).start()
+
+
+def _exit_when_orphaned(parent_pid: int, interval: float = 0.5) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(interval)
+    os._exit(1)
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now: drop the queued clips and end the workers mid-clip (SIGTERM, then
+    SIGKILL). ``shutdown`` alone would wait for every clip in flight."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        p.terminate()
+    deadline = time.monotonic() + 5
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _signals_raise_exit():
+    """While the body runs in the main thread, SIGTERM and SIGHUP raise ``SystemExit(128 + sig)``
+    (where they would otherwise kill the process outright) so that cleanup code runs; a second
+    signal kills as before. Handlers someone else installed are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    old = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+#: temp names written by render_clip and assemble: ``.<stem>.<pid>.<random>.tmp.mp4``, and in
+#: ``<cache>/work`` a folder per worker pid or ``assemble_<pid>_<random>``
+_TMP_MP4 = re.compile(r"\.(?P<stem>.+)\.(?P<pid>\d+)\.[a-z0-9_]+\.tmp\.mp4")
+_WORK_ENTRY = re.compile(r"(?P<pid>\d+)|assemble_(?P<apid>\d+)_[a-z0-9_]+")
+#: names from before the pid was in them (assemble's ``.<stem>.<random>.tmp.mp4``, a worker's
+#: ``work/clip_<scene>_<random>``): deleted once untouched for LEGACY_STALE_S seconds
+_LEGACY_TMP_MP4 = re.compile(r"\.(?P<stem>.+)\.[a-z0-9_]{8}\.tmp\.mp4")
+_LEGACY_WORK_ENTRY = re.compile(r"clip_\w+_[a-z0-9_]{8}")
+LEGACY_STALE_S = 3600
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate it there: never call a pid dead
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process
+        return True
+    try:  # Linux: a zombie nobody has reaped yet is gone too
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _untouched_for(path: Path, seconds: float) -> bool:
+    try:
+        newest = max([path.stat().st_mtime] + [p.stat().st_mtime for p in path.rglob("*")] if path.is_dir()
+                     else [path.stat().st_mtime])
+    except OSError:
+        return False
+    return time.time() - newest > seconds
+
+
+def _kill_encoders_writing(paths: list[Path]) -> None:
+    """SIGKILL ffmpeg processes whose command line writes one of ``paths`` (temp videos whose
+    build is gone). On Linux they died with it; elsewhere a killed build's encoder runs on."""
+    if not paths or os.name == "nt":
+        return
+    names = [str(p.absolute()) for p in paths]
+    try:
+        listing = subprocess.run(["ps", "-A", "-ww", "-o", "pid=,args="], capture_output=True, text=True,
+                                 timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    for line in listing.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        exe = args.split(" ", 1)[0].rsplit("/", 1)[-1]
+        if exe.startswith("ffmpeg") and any(args.rstrip().endswith(n) for n in names):
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def reap_stale(*folders: str | Path) -> list[Path]:
+    """Delete the temp files and folders that killed builds left in ``folders`` (output and
+    clip-cache folders) and return them. Only this package's temp names qualify, and only
+    those whose writing process is gone, so a build running beside this one keeps its files."""
+    stale: list[Path] = []
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            continue
+        orphans = []
+        for f in folder.iterdir():
+            if m := _TMP_MP4.fullmatch(f.name):
+                if not _pid_alive(int(m["pid"])):
+                    orphans.append(f)
+            elif _LEGACY_TMP_MP4.fullmatch(f.name) and _untouched_for(f, LEGACY_STALE_S):
+                stale.append(f)
+        _kill_encoders_writing(orphans)
+        stale += orphans
+        work = folder / "work"
+        if work.is_dir():
+            for d in work.iterdir():
+                if m := _WORK_ENTRY.fullmatch(d.name):
+                    if not _pid_alive(int(m["pid"] or m["apid"])):
+                        stale.append(d)
+                elif _LEGACY_WORK_ENTRY.fullmatch(d.name) and _untouched_for(d, LEGACY_STALE_S):
+                    stale.append(d)
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return stale
 
 
 def _file_sha(path: Path) -> str:
@@ -260,73 +422,86 @@ def build(
     note = progress or (lambda stage, done, total: None)
     out_dir = Path(out_dir)
     cache = Path(cache_dir) if cache_dir is not None else out_dir / "cache"
-    prep = prepare(storyboard, run=run, kg=kg, questions=questions, quality=quality, size=size, fps=fps,
-                   voice=voice, cache_dir=cache, progress=progress)
-    sb, data, shots, durations, narrations = prep.sb, prep.data, prep.shots, prep.durations, prep.narrations
-    width, height, rate, stages = prep.width, prep.height, prep.fps, prep.stages
+    # first delete what earlier, killed builds left (temp videos, work folders)
+    reap_stale(out_dir, cache)
+    with _signals_raise_exit():
+        prep = prepare(storyboard, run=run, kg=kg, questions=questions, quality=quality, size=size, fps=fps,
+                       voice=voice, cache_dir=cache, progress=progress)
+        sb, data, shots, durations, narrations = prep.sb, prep.data, prep.shots, prep.durations, prep.narrations
+        width, height, rate, stages = prep.width, prep.height, prep.fps, prep.stages
 
-    # ---- clips
-    t = time.perf_counter()
-    clips = []
-    for s, d, n in zip(shots, durations, narrations):
-        key = clip_key(s.scene, s.payload, width, height, rate, d)
-        clips.append(Clip(s, d, key, cache / f"{key}.mp4", n.path if n else None, n.key if n else None))
-    missing: dict[str, Clip] = {}
-    for c in clips:
-        if not c.path.exists() and c.key not in missing:
-            missing[c.key] = c
-    rendered_shots = [c.shot.index for c in clips if c.key in missing]
-    if missing:
-        cache.mkdir(parents=True, exist_ok=True)
-        work = cache / "work"
-        note("clips", 0, len(missing))
-        ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=max(1, min(jobs, len(missing))), mp_context=ctx) as pool:
-            # longest clips first: with few workers the last clip to start decides the wall time
-            order = sorted(missing.values(), key=lambda c: (-c.duration, c.shot.index))
-            futures = {pool.submit(_render_worker, c.shot.scene, c.shot.payload, str(c.path), width, height, rate,
-                                   c.duration, str(work)): c for c in order}
-            done = 0
-            for fut in cf.as_completed(futures):
-                c = futures[fut]
+        # ---- clips
+        t = time.perf_counter()
+        clips = []
+        for s, d, n in zip(shots, durations, narrations):
+            key = clip_key(s.scene, s.payload, width, height, rate, d)
+            clips.append(Clip(s, d, key, cache / f"{key}.mp4", n.path if n else None, n.key if n else None))
+        missing: dict[str, Clip] = {}
+        for c in clips:
+            if not c.path.exists() and c.key not in missing:
+                missing[c.key] = c
+        rendered_shots = [c.shot.index for c in clips if c.key in missing]
+        if missing:
+            cache.mkdir(parents=True, exist_ok=True)
+            work = cache / "work"
+            note("clips", 0, len(missing))
+            ctx = multiprocessing.get_context("spawn")
+            pool = cf.ProcessPoolExecutor(max_workers=max(1, min(jobs, len(missing))), mp_context=ctx,
+                                          initializer=_worker_init, initargs=(os.getpid(),))
+            try:
+                # longest clips first: with few workers the last clip to start decides the wall time
+                order = sorted(missing.values(), key=lambda c: (-c.duration, c.shot.index))
+                futures = {pool.submit(_render_worker, c.shot.scene, c.shot.payload, str(c.path), width, height, rate,
+                                       c.duration, str(work)): c for c in order}
+                done = 0
+                for fut in cf.as_completed(futures):
+                    c = futures[fut]
+                    try:
+                        fut.result()
+                    except Exception as exc:
+                        # the clips in flight finish (and stay cached); the queued ones never start
+                        pool.shutdown(wait=True, cancel_futures=True)
+                        raise RuntimeError(f"{sb.source}:{c.shot.line}: shot {c.shot.index + 1} ({c.shot.scene}) "
+                                           f"failed to render: {exc}") from exc
+                    done += 1
+                    note("clips", done, len(missing))
+                pool.shutdown(wait=True)
+            finally:
+                # after KeyboardInterrupt / SIGTERM (SystemExit): end the workers mid-clip; a no-op
+                # once the pool is shut down. Then delete their folders and any temp clip they left.
                 try:
-                    fut.result()
-                except Exception as exc:
-                    for other in futures:
-                        other.cancel()
-                    raise RuntimeError(f"{sb.source}:{c.shot.line}: shot {c.shot.index + 1} ({c.shot.scene}) "
-                                       f"failed to render: {exc}") from exc
-                done += 1
-                note("clips", done, len(missing))
-    stages["clips"] = time.perf_counter() - t
+                    _stop_pool(pool)
+                finally:
+                    reap_stale(cache)
+        stages["clips"] = time.perf_counter() - t
 
-    # ---- assembly (skipped when the manifest says the output is up to date)
-    t = time.perf_counter()
-    plan = _assemble.Plan(
-        [_assemble.ShotMedia(c.path, frame_count(c.duration, rate) / rate, c.shot.caption, c.narration) for c in clips],
-        width, height, rate)
-    out = out_dir / f"{sb.name}.mp4"
-    manifest_path = out_dir / f"{sb.name}.manifest.json"
-    final_key = hashlib.sha256(json.dumps({
-        "clips": [c.key for c in clips], "voice": [c.narration_key for c in clips],
-        "captions": [c.shot.caption for c in clips], "starts": plan.starts, "total": plan.total,
-        "size": [width, height, rate], "preset": preset,
-        "assemble": _file_sha(Path(_assemble.__file__)), "ffmpeg": _assemble.ffmpeg_exe(),
-    }, sort_keys=True).encode()).hexdigest()
-    assembled = False
-    if not _up_to_date(out, manifest_path, final_key):
-        note("assemble", 0, 1)
-        _assemble.assemble(plan, out, work_dir=None, preset=preset,
-                           on_progress=lambda d, tot: note("assemble", int(d * 100), int(tot * 100)))
-        assembled = True
-    # written on every build (atomically), so the shot list always describes this run's
-    # episodes even when the encode was skipped: anyone can trace a frame to its log line
-    atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan))
-    stages["assemble"] = time.perf_counter() - t
+        # ---- assembly (skipped when the manifest says the output is up to date)
+        t = time.perf_counter()
+        plan = _assemble.Plan(
+            [_assemble.ShotMedia(c.path, frame_count(c.duration, rate) / rate, c.shot.caption, c.narration) for c in clips],
+            width, height, rate)
+        out = out_dir / f"{sb.name}.mp4"
+        manifest_path = out_dir / f"{sb.name}.manifest.json"
+        final_key = hashlib.sha256(json.dumps({
+            "clips": [c.key for c in clips], "voice": [c.narration_key for c in clips],
+            "captions": [c.shot.caption for c in clips], "starts": plan.starts, "total": plan.total,
+            "size": [width, height, rate], "preset": preset,
+            "assemble": _file_sha(Path(_assemble.__file__)), "ffmpeg": _assemble.ffmpeg_exe(),
+        }, sort_keys=True).encode()).hexdigest()
+        assembled = False
+        if not _up_to_date(out, manifest_path, final_key):
+            note("assemble", 0, 1)
+            _assemble.assemble(plan, out, work_dir=cache / "work", preset=preset,
+                               on_progress=lambda d, tot: note("assemble", int(d * 100), int(tot * 100)))
+            assembled = True
+        # written on every build (atomically), so the shot list always describes this run's
+        # episodes even when the encode was skipped: anyone can trace a frame to its log line
+        atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan))
+        stages["assemble"] = time.perf_counter() - t
 
-    texts = [x for s in shots for x in s.texts]
-    return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
-                       assembled, plan.total, stages, rendered_shots, texts)
+        texts = [x for s in shots for x in s.texts]
+        return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
+                           assembled, plan.total, stages, rendered_shots, texts)
 
 
 def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan) -> dict:

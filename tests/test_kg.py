@@ -44,7 +44,9 @@ def _write(tmp_path, obj):
         (lambda kg: kg["edges"].append({"src": "ClockSkew", "rel": "fixed_by", "dst": "Nope"}), "unknown entity 'Nope'"),
         (lambda kg: kg["edges"].append({"src": "ClockSkew", "rel": "cures", "dst": "NTPSync"}), "unknown relation 'cures'"),
         (lambda kg: kg["entities"].append({"id": "X", "label": "clock skew", "type": "cause"}), "already used"),
-        (lambda kg: kg["entities"].append({"id": "Y", "label": "y", "type": "bug"}), "entities[14].type"),
+        (lambda kg: kg["entities"].append({"id": "Y", "label": "y", "type": "Cause "}), "spelled 'cause' elsewhere"),
+        (lambda kg: kg["entities"].append({"id": "Y", "label": "y", "type": " "}), "empty type"),
+        (lambda kg: kg["entities"].append({"id": "Y", "label": "y", "type": 3}), "entities[14].type"),
     ],
 )
 def test_bad_kg_names_file_line_and_problem(tmp_path, tiny_kg_dict, mutate, message):
@@ -58,6 +60,16 @@ def test_bad_kg_names_file_line_and_problem(tmp_path, tiny_kg_dict, mutate, mess
     # the named line really holds the offending item
     offending = path.read_text().splitlines()[exc.value.line - 1]
     assert offending.startswith("{")
+
+
+def test_entity_types_are_the_graphs_own(tmp_path):
+    """Any domain's types load (a 12-entity graph typed "thing" was refused for not being a
+    troubleshooting type); distractors still come from the answer's type."""
+    graph = {"version": "1", "domain": "anything", "relations": [{"id": "r", "label": "relates to"}],
+             "entities": [{"id": f"T{i}", "label": f"thing {i}", "type": "thing"} for i in range(12)],
+             "edges": [{"src": f"T{i}", "rel": "r", "dst": f"T{i + 1}"} for i in range(11)]}
+    kg = load_kg(_write(tmp_path, graph))
+    assert kg.type_of("T3") == "thing" and len(kg.entities_of_type("thing")) == 12
 
 
 def test_json_syntax_error_has_line(tmp_path):

@@ -547,3 +547,65 @@ def test_cli_errors_print_markup_and_emoji_codes_as_written(capsys):
         fail("storyboards/x.yaml:100: title '[/bold] :100:' is too long")
     assert exit_.value.exit_code == 2
     assert "storyboards/x.yaml:100: title '[/bold] :100:' is too long" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- graphs that branch
+def branching_kg(seed: int = 0, n: int = 240, extra_share: float = 0.3, layers: int | None = None) -> dict:
+    """A synthetic graph of another domain ("thing"/"place"/... types), functional at first and
+    then given a second successor on ``extra_share`` of its (entity, relation) groups, as real
+    graphs branch. ``layers`` makes it a DAG of that many layers (no chain longer than layers - 1)."""
+    rng = random.Random(seed)
+    types = ["thing", "place", "event", "agent"]
+    ents = [{"id": f"E{i:03d}", "label": f"item {i:03d}", "type": types[i % len(types)]} for i in range(n)]
+    rels = [{"id": f"r{k}", "label": f"relates {k} to"} for k in range(5)]
+    layer = {e["id"]: (i * layers // n if layers else 0) for i, e in enumerate(ents)}
+    edges, groups = [], []
+    for e in ents:
+        for rel in rng.sample(rels, 3):
+            later = [d for d in ents if d["id"] != e["id"] and (not layers or layer[d["id"]] == layer[e["id"]] + 1)]
+            if not later:
+                continue
+            dst = rng.choice(later)
+            edges.append({"src": e["id"], "rel": rel["id"], "dst": dst["id"]})
+            groups.append((e["id"], rel["id"], later))
+    for src, rel, later in groups:
+        if rng.random() < extra_share:
+            taken = {x["dst"] for x in edges if x["src"] == src and x["rel"] == rel}
+            choices = [d for d in later if d["id"] not in taken]
+            if choices:
+                edges.append({"src": src, "rel": rel, "dst": rng.choice(choices)["id"]})
+    return {"version": "1", "domain": "synthetic", "entities": ents, "relations": rels, "edges": edges}
+
+
+def test_a_branching_graph_of_another_domain_gives_only_composable_questions(tmp_path):
+    from library.graph.check import check_graph
+    from library.graph.oracle import composable
+
+    kg_path = tmp_path / "kg.json"
+    kg_path.write_text(json.dumps(branching_kg()))
+    kg = load_kg(kg_path)
+    report = check_graph(kg)
+    assert report["functional_share"] < 0.8 and report["mean_fanout"] > 1.2  # it branches
+    assert report["chains"]["4"]["1"] < report["chains"]["4"]["2"]  # wider sets reach more chains
+    out = tmp_path / "out"
+    stats = build_dataset(DatasetConfig(kg_path=kg_path, out_dir=out, n_train=300, n_eval=40, n_train_hard=40,
+                                        n_dev=20, progress=False))
+    assert all(acc == 1.0 for acc in stats.oracle["kg"].values()), stats.oracle
+    for name in ("train", "eval", "dev"):
+        assert all(composable(kg, q.path_star) for q in read_jsonl(out / SPLIT_FILES[name], Question))
+
+
+@pytest.mark.parametrize("case", ["no_long_chains", "every_hop_branches"])
+def test_kgr_data_refuses_a_graph_it_cannot_make_solvable_questions_from(tmp_path, case):
+    graph = branching_kg(layers=4) if case == "no_long_chains" else branching_kg(extra_share=1.0)
+    kg_path = tmp_path / "kg.json"
+    kg_path.write_text(json.dumps(graph))
+    proc = subprocess.run([sys.executable, "-m", "library.cli", "data", "--kg", str(kg_path), "--out",
+                           str(tmp_path / "out"), "--n-train", "200", "--n-eval", "40", "--n-train-hard", "40",
+                           "--n-dev", "20", "--no-progress"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"error: {kg_path}: could only make" in proc.stderr and "kgr kg check" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out" / "eval.jsonl").exists()  # nothing written
+    check = subprocess.run([sys.executable, "-m", "library.cli", "kg", "check", str(kg_path)],
+                           capture_output=True, text=True, cwd=REPO)
+    assert check.returncode == 0 and "too few non-branching long chains" in check.stdout, check.stdout

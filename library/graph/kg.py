@@ -25,7 +25,7 @@ import random
 from collections import defaultdict
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -33,15 +33,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from library.contracts import GoldPath, PathEdge
 from library.errors import DataFileError
 
-EntityType = Literal["symptom", "cause", "fix", "diagnostic", "tool"]
 DEFAULT_KG_PATH = Path("data/kg.json")
 
 
 class Entity(BaseModel):
+    """An entity. Its ``type`` is the graph's own (any non-empty name: "symptom", "dish",
+    "protein" ...); distractors are drawn from the answer's type, so the types a graph uses must
+    be spelled consistently (checked on load)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     label: str
-    type: EntityType
+    type: str
 
 
 class Relation(BaseModel):
@@ -112,7 +115,14 @@ class KnowledgeGraph:
             return DataFileError(self.source, f"{section}[{index}]: {message}", line=line)
 
         labels: dict[str, str] = {}
+        types: dict[str, str] = {}  # folded spelling -> the first spelling seen
         for i, ent in enumerate(data.entities):
+            if not ent.type.strip():
+                raise fail("entities", i, f"entity {ent.id!r} has an empty type")
+            folded = " ".join(ent.type.split()).casefold()
+            if types.setdefault(folded, ent.type) != ent.type:
+                raise fail("entities", i, f"type {ent.type!r} of {ent.id!r} is spelled {types[folded]!r} elsewhere; "
+                                          "one type, one spelling")
             if ent.id in self.entities:
                 raise fail("entities", i, f"duplicate entity id {ent.id!r}")
             if not ent.label.strip():

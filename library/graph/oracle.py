@@ -58,6 +58,21 @@ def walk(facts: Mapping[tuple[str, str], set[str]], start: str, chain: Sequence[
     return current
 
 
+def composable(kg: Any, path: Any) -> bool:
+    """Whether the trace procedure reaches ``path``'s end with every KG fact taught: every hop's
+    entity has exactly one successor under its relation (no branching hop on the way).
+
+    >>> from library.graph.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
+    ...     "entities": [{"id": i, "label": i.lower(), "type": "t"} for i in "ABC"],
+    ...     "relations": [{"id": "r", "label": "leads to"}],
+    ...     "edges": [{"src": "A", "rel": "r", "dst": "B"}, {"src": "A", "rel": "r", "dst": "C"}]})
+    >>> composable(kg, kg.path_from_entities(["A", "B"], ["r"]))
+    False
+    """
+    return all(len(kg.successors(e.src, e.rel)) == 1 for e in path.edges)
+
+
 def oracle_answer(facts: Mapping[tuple[str, str], set[str]], question: Any) -> str | None:
     """The letter the oracle answers ``question`` with, or None when the procedure gets stuck
     or ends on an entity that is not an option."""

@@ -27,7 +27,7 @@ from library.jsonl import atomic_write_json, write_jsonl_atomic
 from library.graph.kg import KnowledgeGraph, load_kg
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import make_question, question_id, shuffle_question, verify_unique
-from library.graph.oracle import oracle_report
+from library.graph.oracle import composable, oracle_report
 
 SPLIT_FILES = {
     "train": "train.jsonl",
@@ -37,6 +37,10 @@ SPLIT_FILES = {
     "dev": "dev.jsonl",
 }
 STATS_FILE = "stats.json"
+
+
+#: The oracle accuracy (every KG fact taught) the held-out splits must reach to be written.
+MIN_ORACLE = 0.95
 
 
 class DatasetError(ValueError):
@@ -126,7 +130,9 @@ class _Builder:
 
     def try_add(self, path: GoldPath) -> Question | None:
         key = question_key(path)
-        if key in self.keys:
+        # Only chains the trace procedure can walk without choosing (library/graph/oracle.py):
+        # on a branching hop a model could not know, from the facts it was taught, which way to go.
+        if key in self.keys or not composable(self.kg, path):
             return None
         q = make_question(self.kg, path, self.rng, self.split, len(self.questions) + 1, seed=self.config.seed,
                           answer_slot=self.slots.current(), max_distance=self.config.max_distance,
@@ -175,7 +181,9 @@ def _sample_split(builder: _Builder, hops: int, n: int, accept) -> None:
     if len(builder.questions) < goal:
         raise DatasetError(
             f"{kg.source}: could only make {n - (goal - len(builder.questions))} of {n} {hops}-hop "
-            f"{builder.split} questions with a unique answer; the graph is too small or too sparse")
+            f"{builder.split} questions with a unique answer that are solvable by composition (one successor at "
+            f"every hop); `kgr kg check {kg.source}` counts the chains the graph has: ask for fewer questions "
+            "(--n-eval, --n-train-hard, --n-dev) or give the graph more non-branching chains")
 
 
 def _extend_through(kg: KnowledgeGraph, edge: PathEdge, hops: int, pos: int, rng: random.Random) -> GoldPath | None:
@@ -446,6 +454,14 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
     one_hop = path_edges(q for q in train_qs if q.hop_len == 1)
     if any(ok != n for ok, n in verified.values()) or any(leakage.values()):
         raise DatasetError(f"generated questions failed their checks: unique={verified}, leakage={leakage}")
+    # Never write data no model can solve by composing the facts it is taught (the pipeline
+    # teaches every KG fact): the held-out splits must be solvable by the oracle.
+    unsolvable = {split: acc for split, acc in oracle["kg"].items()
+                  if split in ("eval", "train_hard", "dev") and acc < MIN_ORACLE}
+    if unsolvable:
+        raise DatasetError(f"{kg.source}: the oracle that knows every fact solves only "
+                           + ", ".join(f"{acc:.0%} of {split}" for split, acc in unsolvable.items())
+                           + f" (needs {MIN_ORACLE:.0%}); `kgr kg check {kg.source}` shows where the graph branches")
 
     stats = DatasetStats(
         kg={"source": str(config.kg_path), "version": kg.version, "entities": len(kg.entities), "edges": len(kg.edges)},

@@ -6,7 +6,15 @@ const DATA = JSON.parse(document.getElementById("demo-data").textContent);
 const PHASES = DATA.phases;
 const SVGNS = "http://www.w3.org/2000/svg";
 const PHASE_COLORS = { base: "#8a8f98", sft: "#3f7fd8", rsft: "#9b59b6", grpo: "#e0832a" };
-const TYPE_COLORS = { symptom: "#e05d5d", cause: "#e0a03a", fix: "#3fae6a", diagnostic: "#4a90d9", tool: "#8e6bbf" };
+// Entity types are the graph's own: each run's types get the palette's colours in sorted order.
+const TYPE_PALETTE = ["#e05d5d", "#e0a03a", "#4a90d9", "#3fae6a", "#8e6bbf", "#d4699e", "#3fb5b5", "#a3853d", "#6f7fa8", "#5f9e4f"];
+function typeColor(r, type) {
+  if (!r._typeColors) {
+    const types = [...new Set(Object.values(r.entities).map((e) => e.type))].sort();
+    r._typeColors = Object.fromEntries(types.map((ty, i) => [ty, TYPE_PALETTE[i % TYPE_PALETTE.length]]));
+  }
+  return r._typeColors[type] || "#999";
+}
 
 const state = { run: 0, phase: null, split: null, index: 0, playing: false, timer: null, hopTimers: [], demo: false, hopMs: null };
 
@@ -214,7 +222,7 @@ function drawGraph(svg, r, q, ep, animate) {
     const grp = svgEl("g", { class: cls.join(" "), "data-id": n.id, transform: `translate(${n.x},${n.y})` });
     if (n.path_index !== null && n.path_index !== undefined) grp.dataset.pathIndex = n.path_index;
     grp.appendChild(svgEl("circle", { r: R + 6, class: "halo" }));
-    grp.appendChild(svgEl("circle", { r: R, fill: TYPE_COLORS[n.type] || "#999", class: "dot" }));
+    grp.appendChild(svgEl("circle", { r: R, fill: typeColor(r, n.type), class: "dot" }));
     const words = n.label.split(" ");
     const lines = [];
     for (const w of words) {
