@@ -40,6 +40,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -498,10 +499,75 @@ def build(
         # episodes even when the encode was skipped: anyone can trace a frame to its log line
         atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan))
         stages["assemble"] = time.perf_counter() - t
+        t = time.perf_counter()
+        publish(sb, data, out, clips, plan, refresh=assembled)
+        stages["publish"] = time.perf_counter() - t
 
         texts = [x for s in shots for x in s.texts]
         return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
                            assembled, plan.total, stages, rendered_shots, texts)
+
+
+def upload_text(texts: dict[str, str], clips: list[Clip], starts: list[float]) -> str:
+    """The upload text: title, description and, where shots name chapters, YouTube chapters
+    (``M:SS title`` at each chaptered shot's start; the first is moved to 0:00 as YouTube wants).
+
+    >>> from types import SimpleNamespace as S
+    >>> clips = [S(shot=S(chapter="Intro")), S(shot=S(chapter=None)), S(shot=S(chapter="The reward"))]
+    >>> print(upload_text({"title": "T", "description": "D"}, clips, [0.4, 10.0, 75.5]))
+    T
+    <BLANKLINE>
+    D
+    <BLANKLINE>
+    Chapters
+    0:00 Intro
+    1:15 The reward
+    <BLANKLINE>
+    """
+    lines = [texts["title"], "", texts["description"]]
+    chapters = [(start, c.shot.chapter) for c, start in zip(clips, starts) if c.shot.chapter]
+    if chapters:
+        lines += ["", "Chapters"]
+        for k, (start, title) in enumerate(chapters):
+            seconds = 0 if k == 0 else int(start)
+            lines.append(f"{seconds // 60}:{seconds % 60:02d} {title}")
+    return "\n".join(lines) + "\n"
+
+
+def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *, refresh: bool) -> None:
+    """Beside the MP4: ``<name>.upload.txt`` and ``<name>.thumbnail.png`` (the middle frame of
+    the storyboard's thumbnail shot with its headline), when the storyboard has an ``upload``
+    section. Both are rewritten atomically; the thumbnail is extracted again when the video was
+    re-encoded or the headline changed."""
+    from library.jsonl import atomic_write_bytes, atomic_write_text
+    from scenes.resolve import resolve_upload
+
+    texts = resolve_upload(sb, data)
+    if texts is None:
+        return
+    atomic_write_text(out.with_suffix(".upload.txt"), upload_text(texts, clips, plan.starts))
+    thumb = out.with_suffix(".thumbnail.png")
+    stamp = out.parent / f".{out.stem}.thumbnail.key"  # what the thumbnail was drawn from
+    key = hashlib.sha256(json.dumps([out.stat().st_size, texts["headline"], sb.upload.thumbnail_shot]).encode()).hexdigest()
+    if not refresh and thumb.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == key:
+        return
+    wanted = sb.upload.thumbnail_shot - 1
+    k = next((j for j, c in enumerate(clips) if c.shot.index >= wanted), 0)  # a skipped shot: the next one
+    at = plan.starts[k] + clips[k].duration / 2
+    with tempfile.TemporaryDirectory(prefix="kgr-thumbnail-") as tmp:
+        frame = Path(tmp) / "thumb.png"
+        headline = Path(tmp) / "headline.txt"
+        headline.write_text(texts["headline"], encoding="utf-8")  # a text file: no drawtext escaping
+        size = max(24, round(plan.height * 0.045))
+        draw = (f"drawtext=fontfile={_assemble.FONT_DIR / 'DejaVuSans-Bold.ttf'}:textfile={headline}:expansion=none:fontsize={size}:"
+                f"fontcolor=white:box=1:boxcolor=black@0.72:boxborderw={size // 2}:x=(w-text_w)/2:y=h*0.06")
+        cmd = [_assemble.ffmpeg_exe(), "-v", "error", "-y", "-ss", f"{at:.3f}", "-i", str(out), "-frames:v", "1",
+               *(["-vf", draw] if texts["headline"] else []), str(frame)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0 or not frame.exists():
+            raise RuntimeError(f"thumbnail of {out} failed: {proc.stderr[-500:]}")
+        atomic_write_bytes(thumb, frame.read_bytes())
+    atomic_write_text(stamp, key)
 
 
 def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan) -> dict:

@@ -8,12 +8,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from library.cli import fail
 from library.errors import DataFileError
 
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)
 STORYBOARD_DIR = Path("storyboards")
 
 
@@ -46,7 +47,7 @@ def render(
 
             def note(stage: str, done: int, total: int) -> None:
                 if stage not in tasks:
-                    tasks[stage] = progress.add_task(f"{path.stem}: {stage}", total=max(total, 1))
+                    tasks[stage] = progress.add_task(escape(f"{path.stem}: {stage}"), total=max(total, 1))
                 progress.update(tasks[stage], completed=done, total=max(total, 1))
 
             try:
@@ -58,7 +59,7 @@ def render(
             except RuntimeError as exc:  # a clip render or the ffmpeg encode failed
                 progress.stop()
                 fail(exc, code=1, label="render failed")
-        console.print(f"[green]done[/] {report.summary()}")
+        console.print(f"[green]done[/] {escape(report.summary())}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -87,7 +87,26 @@ class RunData(RunView):
         phases = self.phases
         return {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
                 "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
-                "kg": _KGStats(self)}
+                "kg": _KGStats(self), "steps": self.steps()}
+
+    def steps(self) -> list[dict[str, Any]]:
+        """What each phase added over the one before it, on the same eval questions: a paired
+        difference with its 95% interval (library.evaluation.evaluate.compare_phases) and
+        ``measurable`` when the interval excludes 0. The story a storyboard tells is chosen
+        from these, so a phase that added nothing is shown adding nothing."""
+        if "_steps" not in self.__dict__:
+            from library.evaluation.evaluate import compare_phases
+
+            out = []
+            for before, after in zip(self.phases, self.phases[1:]):
+                c = compare_phases(self.episodes, "eval", before, after)
+                if not c["n"]:
+                    continue
+                out.append({"phase": after, "before": before, "n": c["n"], "diff": c["diff"], "ci": c["ci"],
+                            "measurable": c["ci"][0] > 0 or c["ci"][1] < 0, "gained": c["discordant"]["b_only"],
+                            "lost": c["discordant"]["a_only"]})
+            self.__dict__["_steps"] = out
+        return self.__dict__["_steps"]
 
 
 class _KGStats:
@@ -597,6 +616,7 @@ class ResolvedShot:
     #: every episode the shot shows or quotes ({phase, ex_id, role}), for the render manifest
     episodes: list[dict[str, str]] = field(default_factory=list)
     selection: dict[str, Any] | None = None  # {query, fallback} of a query selection
+    chapter: str | None = None  # the chapter this shot starts, for the upload text
 
     def manifest_entry(self) -> dict[str, Any]:
         """This shot in ``renders/<name>.manifest.json``: enough to trace a frame to its log lines."""
@@ -611,6 +631,15 @@ class ResolvedShot:
             return self.duration
         assert narration_seconds is not None
         return round(narration_seconds + NARRATION_PAD_SECONDS, 3)
+
+
+def resolve_upload(sb: Storyboard, data: RunData) -> dict[str, str] | None:
+    """The storyboard's upload texts (title, description, thumbnail headline) over the run's logs."""
+    if sb.upload is None:
+        return None
+    ctx = data.template_context()
+    return {key: render_text(getattr(sb.upload, key), ctx, where=f"upload.{key}", sb=sb, path=("upload", key)).strip()
+            for key in ("title", "description", "headline")}
 
 
 def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
@@ -632,6 +661,8 @@ def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
                 raise ShotError(str(exc), ("shots", i, "params")) from None
             narration = render_text(shot.narration, ctx, where=f"shots.{i}.narration", sb=sb, path=("shots", i, "narration"))
             caption = render_text(shot.caption, ctx, where=f"shots.{i}.caption", sb=sb, path=("shots", i, "caption"))
+            chapter = (render_text(shot.chapter, ctx, where=f"shots.{i}.chapter", sb=sb, path=("shots", i, "chapter"))
+                       if shot.chapter is not None else None)
         except ShotError as exc:
             raise sb.fail(exc.path or ("shots", i), f"shot {i + 1} ({shot.scene}): {exc}") from None
         except DataFileError as exc:
@@ -643,7 +674,8 @@ def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
         out.append(ResolvedShot(i, shot.line, shot.scene, payload, narration, caption,
                                 None if shot.duration == "narration" else float(shot.duration),
                                 sel.ex_id if sel else None, texts, sel.episodes() if sel else [],
-                                {"query": list(sel.query), "fallback": sel.fallback} if sel and sel.query else None))
+                                {"query": list(sel.query), "fallback": sel.fallback} if sel and sel.query else None,
+                                chapter))
     return out
 
 

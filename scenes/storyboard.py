@@ -138,6 +138,8 @@ class Shot(BaseModel):
     #: optional jinja expression; the shot is left out when it is false (e.g. a section of
     #: metrics.json that only some runs have: ``when: metrics.distribution is defined``)
     when: str | None = None
+    #: optional chapter title (a template) starting at this shot, for the upload text's chapters
+    chapter: str | None = None
     _line: int = PrivateAttr(0)  # set by the loader: where the shot starts in the file
 
     @property
@@ -165,6 +167,19 @@ class Shot(BaseModel):
         return self
 
 
+class Upload(BaseModel):
+    """What the video is published with, written beside the MP4: ``<name>.upload.txt`` (title,
+    description, chapters from the shots' ``chapter``) and ``<name>.thumbnail.png`` (the middle
+    frame of shot ``thumbnail_shot`` with ``headline`` drawn on it). Texts are templates over
+    the run's logs, like every caption."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    description: str
+    thumbnail_shot: int = Field(1, ge=1)  # 1-based, in the storyboard's shot list
+    headline: str = ""
+
+
 class Storyboard(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str
@@ -176,6 +191,7 @@ class Storyboard(BaseModel):
     #: named episode selections shared by several shots (``params: {episode: hero}``)
     episodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     shots: list[Shot] = Field(min_length=1)
+    upload: Upload | None = None
     # set by the loader (private: not storyboard fields)
     _source: str = PrivateAttr("")
     _lines: LineMap | None = PrivateAttr(None)
@@ -257,11 +273,19 @@ def loads_storyboard(text: str, source: str | Path = "<storyboard>") -> Storyboa
     if all(isinstance(s.duration, (int, float)) for s in sb.shots):
         sb.check_short_length([float(s.duration) for s in sb.shots])
     # Templates are compiled now so a syntax error fails at load time with its line.
+    if sb.upload is not None:
+        for key in ("title", "description", "headline"):
+            _compile(getattr(sb.upload, key), sb, ("upload", key))
+        if sb.upload.thumbnail_shot > len(sb.shots):
+            raise sb.fail(("upload", "thumbnail_shot"), f"upload.thumbnail_shot {sb.upload.thumbnail_shot}: the "
+                                                        f"storyboard has {len(sb.shots)} shots")
     for i, shot in enumerate(sb.shots):
         for key in ("narration", "caption"):
             _compile(getattr(shot, key), sb, ("shots", i, key))
         if shot.when is not None:
             _compile("{{ " + shot.when + " }}", sb, ("shots", i, "when"))
+        if shot.chapter is not None:
+            _compile(shot.chapter, sb, ("shots", i, "chapter"))
         _walk_strings(shot.params, lambda s, p, i=i: _compile(s, sb, ("shots", i, "params") + p))
     return sb
 
@@ -309,6 +333,12 @@ def signed_pct(v: float) -> str:
     return f"{float(v) * 100:+.0f} pts"
 
 
+def points(step: dict) -> str:
+    """A paired difference in points with its interval: ``+5.0 points (95% CI +2.0 to +8.0)``."""
+    lo, hi = step["ci"]
+    return f"{step['diff'] * 100:+.1f} points (95% CI {lo * 100:+.1f} to {hi * 100:+.1f})"
+
+
 PHASE_LABELS = {"base": "Base", "sft": "SFT", "rsft": "RSFT", "grpo": "GRPO"}
 
 
@@ -316,7 +346,8 @@ def phase_label(v: str) -> str:
     return PHASE_LABELS.get(str(v), str(v))
 
 
-FILTERS = {"pct": pct, "pct1": pct1, "num": num, "ci": ci, "signed": signed, "signed_pct": signed_pct, "phase": phase_label}
+FILTERS = {"pct": pct, "pct1": pct1, "num": num, "ci": ci, "signed": signed, "signed_pct": signed_pct,
+           "phase": phase_label, "points": points}
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 _ENV.filters.update(FILTERS)

@@ -150,3 +150,17 @@ def test_missing_tts_engine_is_a_clear_error(built, tmp_path, monkeypatch):
     monkeypatch.setattr(narration.shutil, "which", lambda name: None)
     with pytest.raises(NarrationError, match="--no-voice"):
         build(SHORT, run=built["run"], out_dir=tmp_path, cache_dir=tmp_path / "cache", **TINY)
+
+
+def test_the_short_is_ready_to_upload(built):
+    """Beside the MP4: a thumbnail (the hero shot's middle frame with the headline drawn on it,
+    at the video's size) and an upload text whose numbers are the run's."""
+    out = built["report"].output
+    thumb, text = out.with_suffix(".thumbnail.png"), out.with_suffix(".upload.txt").read_text()
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=width,height", "-of", "json", str(thumb)],
+                           capture_output=True, text=True, check=True)
+    assert json.loads(probe.stdout)["streams"][0] == {"width": 144, "height": 256}
+    metrics = json.loads((built["run"] / "metrics.json").read_text())
+    assert f"GRPO {round(metrics['eval']['grpo']['accuracy'] * 100)}%" in text
+    assert "GRPO +33.3 points" in text and "nothing measurable" in text  # 3 of 3 against 2 of 3, n = 3
+    assert "arXiv 2601.15160" in text and "run fixture" in text

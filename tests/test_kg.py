@@ -84,3 +84,16 @@ def test_neighborhood_starts_with_path(tiny_kg):
     hood = tiny_kg.neighborhood(["ClockSkew", "NTPSync"], radius=1)
     assert hood[:2] == ["ClockSkew", "NTPSync"]
     assert "TLSHandshakeError" in hood and "chronyc" in hood
+
+
+def test_the_second_domain_graph_branches_like_real_graphs():
+    """data/food/kg.json: real cooking and nutrition facts of another domain, with types of its own,
+    branching (mean fan-out >= 1.8) at the size the product is built for."""
+    from pathlib import Path
+
+    from library.graph.check import check_graph
+
+    report = check_graph(load_kg(Path(__file__).resolve().parents[1] / "data" / "food" / "kg.json"))
+    assert report["entities"] >= 250 and report["edges"] >= 700 and report["mean_fanout"] >= 1.8
+    assert {"dish", "ingredient", "nutrient"} <= set(report["types"])
+    assert report["chains"]["4"]["1"] < report["chains"]["4"]["4"]  # its long chains branch
