@@ -164,6 +164,26 @@ def caption_pages(text: str, max_chars: int, lines_per_page: int = CAPTION_LINES
         chunk = " ".join(lines)
     if chunk:
         pages.append(wrap(chunk))
+    return _no_orphan_pages(pages, wrap)
+
+
+def _no_orphan_pages(pages: list[list[str]], wrap) -> list[list[str]]:
+    """Never a page of one word ("reason?" alone): words move from the page before it, which
+    keeps its lines, until the short page holds at least two (or the page before would empty).
+
+    >>> w = lambda t: __import__("textwrap").wrap(t, 12)
+    >>> _no_orphan_pages([["a b c d e f", "g h i j k l"], ["measurable"]], w)
+    [['a b c d e f', 'g h i j k'], ['l measurable']]
+    """
+    for i in range(1, len(pages)):
+        words = " ".join(pages[i]).split()
+        before = " ".join(pages[i - 1]).split()
+        while len(words) < 2 and len(before) > 2:
+            moved = [before.pop()] + words
+            if len(wrap(" ".join(moved))) > len(pages[i]) + (1 if len(pages[i]) < CAPTION_LINES else 0):
+                break
+            words = moved
+        pages[i - 1], pages[i] = wrap(" ".join(before)), wrap(" ".join(words))
     return pages
 
 

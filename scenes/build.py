@@ -534,6 +534,26 @@ def upload_text(texts: dict[str, str], clips: list[Clip], starts: list[float]) -
     return "\n".join(lines) + "\n"
 
 
+THUMBNAIL_AT = 0.8  # where in the thumbnail shot its frame is taken (share of the shot)
+THUMBNAIL_LINE_CHARS = 22  # a headline line wraps before this many characters (large type on a phone)
+
+
+def headline_lines(text: str, width: int) -> list[str]:
+    """``text`` wrapped at spaces into lines of at most ``width`` characters (a longer word
+    keeps its own line).
+
+    >>> headline_lines("Base 0% → SFT 79% → RSFT 84% → GRPO 84%", 22)
+    ['Base 0% → SFT 79% →', 'RSFT 84% → GRPO 84%']
+    """
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *, refresh: bool) -> None:
     """Beside the MP4: ``<name>.upload.txt`` and ``<name>.thumbnail.png`` (the middle frame of
     the storyboard's thumbnail shot with its headline), when the storyboard has an ``upload``
@@ -548,19 +568,24 @@ def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *
     atomic_write_text(out.with_suffix(".upload.txt"), upload_text(texts, clips, plan.starts))
     thumb = out.with_suffix(".thumbnail.png")
     stamp = out.parent / f".{out.stem}.thumbnail.key"  # what the thumbnail was drawn from
-    key = hashlib.sha256(json.dumps([out.stat().st_size, texts["headline"], sb.upload.thumbnail_shot]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([out.stat().st_size, texts["headline"], sb.upload.thumbnail_shot,
+                                     _file_sha(Path(__file__))]).encode()).hexdigest()  # and how it is drawn
     if not refresh and thumb.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == key:
         return
     wanted = sb.upload.thumbnail_shot - 1
     k = next((j for j, c in enumerate(clips) if c.shot.index >= wanted), 0)  # a skipped shot: the next one
-    at = plan.starts[k] + clips[k].duration / 2
+    at = plan.starts[k] + clips[k].duration * THUMBNAIL_AT  # late in the shot: its animation has played
+    lines = headline_lines(texts["headline"], THUMBNAIL_LINE_CHARS)
     with tempfile.TemporaryDirectory(prefix="kgr-thumbnail-") as tmp:
         frame = Path(tmp) / "thumb.png"
         headline = Path(tmp) / "headline.txt"
-        headline.write_text(texts["headline"], encoding="utf-8")  # a text file: no drawtext escaping
-        size = max(24, round(plan.height * 0.045))
-        draw = (f"drawtext=fontfile={_assemble.FONT_DIR / 'DejaVuSans-Bold.ttf'}:textfile={headline}:expansion=none:fontsize={size}:"
-                f"fontcolor=white:box=1:boxcolor=black@0.72:boxborderw={size // 2}:x=(w-text_w)/2:y=h*0.06")
+        headline.write_text("\n".join(lines), encoding="utf-8")  # a text file: no drawtext escaping
+        # as large as fits: DejaVu Sans Bold with digits, "%" and arrows is ~0.75 em a character
+        longest = max((len(line) for line in lines), default=1)
+        size = max(16, round(min(plan.height * 0.06, 0.86 * plan.width / (0.75 * longest))))
+        draw = (f"drawtext=fontfile={_assemble.FONT_DIR / 'DejaVuSans-Bold.ttf'}:textfile={headline}:expansion=none:"
+                f"fontsize={size}:line_spacing={size // 4}:fontcolor=white:box=1:boxcolor=black@0.92:"
+                f"boxborderw={size // 2}:x=(w-text_w)/2:y=h*0.04")
         cmd = [_assemble.ffmpeg_exe(), "-v", "error", "-y", "-ss", f"{at:.3f}", "-i", str(out), "-frames:v", "1",
                *(["-vf", draw] if texts["headline"] else []), str(frame)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

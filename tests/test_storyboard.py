@@ -415,10 +415,10 @@ def test_the_short_credits_each_phase_with_what_it_added_on_the_run(run_with_kg)
     stated with its sign and size (+5 points, interval [+2, +8])."""
     sb = load_storyboard(REPO / "storyboards" / "short.yaml")
     fixture = resolve_shots(sb, RunData.load(run_with_kg))
-    assert "GRPO: nothing measurable" in fixture[-1].caption
+    assert "GRPO: nothing measurable." in fixture[-1].caption
     assert "GRPO added nothing measurable" in fixture[-1].narration
     assert "graph is the reward model" not in " ".join(s.narration + s.caption for s in fixture).lower()
     reference = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
     end = resolve_shots(sb, reference)[-1]
-    assert end.caption == "SFT: +79 pts; RSFT: +5 pts; GRPO: nothing measurable"
+    assert end.caption == "SFT +79, RSFT +5 points. GRPO: nothing measurable."
     assert [s["measurable"] for s in reference.steps()] == [True, True, False]
