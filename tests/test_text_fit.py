@@ -266,3 +266,23 @@ def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
              if len(sub.submobjects) == 2 and id(sub.submobjects[1]) in label_mobs]
     assert len(boxes) == len(nodes)
     assert max(b.get_right()[0] for b in boxes) - min(b.get_left()[0] for b in boxes) >= 0.95 * L.content.width
+
+
+def test_the_shorts_before_after_shows_most_of_the_final_phases_trace(tmp_path):
+    """The reasoning on screen: on the Short's own run the final phase's card quotes at least
+    two thirds of its TRACE's words (it quoted a few words, "(+68 more words)"), and the earlier
+    cards keep their verdict on one line."""
+    from scenes.resolve import RunData, resolve_shots
+    from scenes.storyboard import load_storyboard
+
+    sb = load_storyboard(REPO / "storyboards" / "short.yaml")
+    data = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    (shot,) = [s for s in resolve_shots(sb, data) if s.scene == "before_after"]
+    fits, L, _ = laid_out("before_after", shot.payload, 1080, 1920, tmp_path)
+    final_trace = shot.payload["rows"][-1]["trace"]
+    quoted = [f for f in fits if _drawn(f) and f.excerpt and f.text == " ".join(final_trace.split())]
+    assert quoted, "the final phase's TRACE is not on screen"
+    shown = re.sub(r"\(\+\d+ more words?\)$", "", " ".join(quoted[-1].lines)).split()
+    assert len(shown) >= 2 / 3 * len(final_trace.split())
+    verdicts = [f for f in fits if _drawn(f) and ("RIGHT" in f.text or "WRONG" in f.text)]
+    assert all(len(f.lines) == 1 for f in verdicts[:-1])
