@@ -10,16 +10,17 @@ RUN     ?= data/runs/demo
 
 # glibc malloc keeps freed memory instead of re-mmapping the same large training buffers every
 # step (5-20% faster isolated forward+backward passes; no gain measured inside TRL's trainer,
-# benchmarks/training.py; library/model/load.py keep_freed_memory, which
+# benchmarks/training.py; library/model/precision.py keep_freed_memory, which
 # `kgr train` also applies at run time; the env form also covers allocations made before it).
 export MALLOC_MMAP_MAX_ = 0
 export MALLOC_TRIM_THRESHOLD_ = 100000000000
 
 # Debian packages the project needs: cairo/pango + pkg-config (manim's pycairo and manimpango
 # compile against them), ffmpeg (ffprobe), espeak-ng (narration), DejaVu fonts, chromium (the demo
-# page's browser test). Installed with apt-get when they are missing and we may (root or sudo);
+# page's browser test), g++ (mlx-cpu compiles its fused kernels at run time, tests/test_backend_mlx.py).
+# Installed with apt-get when they are missing and we may (root or sudo);
 # otherwise the exact command is printed and make stops before pip fails on a missing header.
-DEB_PACKAGES := libcairo2-dev libpango1.0-dev pkg-config ffmpeg espeak-ng fonts-dejavu-core chromium
+DEB_PACKAGES := libcairo2-dev libpango1.0-dev pkg-config ffmpeg espeak-ng fonts-dejavu-core chromium g++
 SYSTEM_STAMP := $(VENV)/.system-deps
 
 venv: $(STAMP)
