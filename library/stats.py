@@ -35,6 +35,23 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def mean_interval(values: Sequence[float], z: float = 1.96) -> list[float]:
+    """A normal 95% interval for the mean of ``values``, rounded (zero width for one value,
+    ``[0, 0]`` for none).
+
+    >>> mean_interval([1.0, 2.0, 3.0])
+    [0.868393, 3.131607]
+    """
+    n = len(values)
+    if n == 0:
+        return [0.0, 0.0]
+    m = sum(values) / n
+    if n < 2:
+        return [round(m, 6), round(m, 6)]
+    half = z * math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
+    return [round(m - half, 6), round(m + half, 6)]
+
+
 def paired_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, n_boot: int = 2000, seed: int = 0,
                       confidence: float = 0.95) -> dict[str, Any]:
     """Accuracy of b minus a over the same questions (position i is one question in both), with

@@ -12,6 +12,7 @@ Imports neither torch nor manim.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 
 from library.scoring.matching import is_grounded
-from library.runs.reader import RunView
+from library.runs.reader import RunView, rollout_curve
 from scenes.payloads import validate_payload
 from scenes.storyboard import (
     NARRATION_PAD_SECONDS,
@@ -58,16 +59,17 @@ class RunData(RunView):
         return cls.open(run, require_metrics=True, kg=kg, questions=questions, kg_default=kg_default,
                         questions_default=questions_default)
 
+    @cached_property
+    def _episode_index(self) -> dict[tuple[str, str, str], Episode]:
+        index: dict[tuple[str, str, str], Episode] = {}
+        # several samples of one question (RSFT/GRPO groups): the first one logged, stably
+        for e in sorted(self.episodes, key=lambda e: (e.step, e.sample_idx or 0)):
+            index.setdefault((e.ex_id, e.phase, e.split), e)
+        return index
+
     def eval_episode(self, ex_id: str, phase: str, split: str = "eval") -> Episode | None:
         """The episode a shot shows for a question in a phase; indexed once per run."""
-        index = self.__dict__.get("_eval_index")
-        if index is None:
-            index = {}
-            # several samples of one question (RSFT/GRPO groups): the first one logged, stably
-            for e in sorted(self.episodes, key=lambda e: (e.step, e.sample_idx or 0)):
-                index.setdefault((e.ex_id, e.phase, e.split), e)
-            self.__dict__["_eval_index"] = index
-        return index.get((ex_id, phase, split))
+        return self._episode_index.get((ex_id, phase, split))
 
     def claims(self, ep: Episode, q: Question) -> list[Claim]:
         """The claims the reward judged for ``ep``, stored with it."""
@@ -89,24 +91,25 @@ class RunData(RunView):
                 "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
                 "kg": _KGStats(self), "steps": self.steps()}
 
+    @cached_property
+    def _steps(self) -> list[dict[str, Any]]:
+        from library.evaluation.evaluate import compare_phases
+
+        out = []
+        for before, after in zip(self.phases, self.phases[1:]):
+            c = compare_phases(self.episodes, "eval", before, after)
+            if c["n"]:
+                out.append({"phase": after, "before": before, "n": c["n"], "diff": c["diff"], "ci": c["ci"],
+                            "measurable": c["ci"][0] > 0 or c["ci"][1] < 0, "gained": c["discordant"]["b_only"],
+                            "lost": c["discordant"]["a_only"]})
+        return out
+
     def steps(self) -> list[dict[str, Any]]:
         """What each phase added over the one before it, on the same eval questions: a paired
         difference with its 95% interval (library.evaluation.evaluate.compare_phases) and
         ``measurable`` when the interval excludes 0. The story a storyboard tells is chosen
         from these, so a phase that added nothing is shown adding nothing."""
-        if "_steps" not in self.__dict__:
-            from library.evaluation.evaluate import compare_phases
-
-            out = []
-            for before, after in zip(self.phases, self.phases[1:]):
-                c = compare_phases(self.episodes, "eval", before, after)
-                if not c["n"]:
-                    continue
-                out.append({"phase": after, "before": before, "n": c["n"], "diff": c["diff"], "ci": c["ci"],
-                            "measurable": c["ci"][0] > 0 or c["ci"][1] < 0, "gained": c["discordant"]["b_only"],
-                            "lost": c["discordant"]["a_only"]})
-            self.__dict__["_steps"] = out
-        return self.__dict__["_steps"]
+        return self._steps
 
 
 class _KGStats:
@@ -471,11 +474,8 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
         if "episode_mean" in spec:  # per-step mean of a reward component over training rollouts
             ph = _phase_any(spec.get("phase", "grpo"), order)
             key = spec["episode_mean"]
-            by_step: dict[int, list[float]] = {}
-            for e in data.episodes:
-                if e.phase == ph and e.kind == "rollout":
-                    by_step.setdefault(e.step, []).append(float(e.reward.model_dump().get(key, 0.0)))
-            pts = moving_mean([[offsets.get(ph, 0.0) + s, sum(v) / len(v)] for s, v in sorted(by_step.items())], window)
+            pts = moving_mean([[offsets.get(ph, 0.0) + pt["step"], pt.get(key, 0.0)]
+                               for pt in rollout_curve(data.episodes, ph)], window)
             name = spec.get("name", f"mean {key} per step ({phase_label(ph)})")
             if pts:
                 used.add(ph)

@@ -72,3 +72,10 @@ def test_cli_clear_error_without_episodes_of_the_split(tmp_path):
     result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "quick"), "--split", "eval_shuffled"])
     assert result.exit_code == 2
     assert "no 'eval_shuffled' eval episodes" in result.output
+
+
+def test_diagnose_reads_the_train_sample_split_of_a_committed_run():
+    # train_sample answers are logged with split "train" and eval_split "train_sample": the
+    # reader's eval_episodes selects them by the metrics split, as evaluation wrote them
+    report = diagnose_run(REPO / "data" / "runs" / "quick", split="train_sample")
+    assert {phase: block["n"] for phase, block in report.items()} == {"base": 8, "sft": 8, "rsft": 8, "grpo": 8}

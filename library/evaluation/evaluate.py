@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence, get_args
 
 from library.contracts import EVAL_KIND, Episode, Question, Split
+from library.runs.reader import eval_episodes
 from library.stats import paired_difference, wilson_interval
 
 REWARD_COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "spam_penalty",
@@ -84,20 +85,6 @@ def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
 
 def _episode_split(split: str, question: Question) -> str:
     return split if split in get_args(Split) else question.split
-
-
-def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: int | None = None) -> dict[str, Episode]:
-    """The eval episodes of (phase, split[, step]) keyed by ex_id (the last one wins)."""
-    out: dict[str, Episode] = {}
-    for ep in episodes:
-        if ep.phase != phase or ep.kind != EVAL_KIND:
-            continue
-        if (ep.eval_split or ep.split) != split:
-            continue
-        if step is not None and ep.step != step:
-            continue
-        out[ep.ex_id] = ep
-    return out
 
 
 def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, phase: str, split: str,

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 
 from library.contracts import EVAL_KIND, PHASES, ROLLOUT_KIND, Episode, Question
 from library.errors import DataFileError
-from library.stats import wilson_interval
+from library.stats import mean_interval, wilson_interval
 from library.graph.kg import DEFAULT_KG_PATH, KnowledgeGraph, load_kg
 from library.jsonl import iter_jsonl
 from library.questions.splits import SPLIT_FILES
@@ -108,11 +108,9 @@ class RunView:
         return [p for p in PHASES if p in done]
 
     def eval_episodes(self, phase: str, split: str = "eval") -> dict[str, Episode]:
-        """``{ex_id: episode}`` of one phase's answers on one split (the first logged wins)."""
-        out: dict[str, Episode] = {}
-        for ep in self.iter_episodes(phase=phase, split=split, kind=EVAL_KIND):
-            out.setdefault(ep.ex_id, ep)
-        return out
+        """``{ex_id: episode}`` of one phase's answers on one metrics split (``eval``,
+        ``eval_shuffled``, ``train_sample``)."""
+        return eval_episodes(self.episodes, phase=phase, split=split)
 
     def curves(self, phase: str) -> list[dict[str, Any]]:
         """The trainer's logged curve of a phase (loss, KL ...), from metrics.json."""
@@ -183,12 +181,26 @@ class RunView:
         return str(stats.get("step_order") or "chain")
 
 
+def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: int | None = None) -> dict[str, Episode]:
+    """The eval episodes of (phase, split[, step]) keyed by ex_id (the last one wins)."""
+    out: dict[str, Episode] = {}
+    for ep in episodes:
+        if ep.phase != phase or ep.kind != EVAL_KIND:
+            continue
+        if (ep.eval_split or ep.split) != split:
+            continue
+        if step is not None and ep.step != step:
+            continue
+        out[ep.ex_id] = ep
+    return out
+
+
 # --------------------------------------------------------------------------- rollout curves
 def rollout_curve(episodes: Iterable[Episode], phase: str | None = None, *, max_points: int | None = None,
                   min_step: int = 0) -> list[dict[str, Any]]:
     """Per step of the training rollouts (``kind == "rollout"``): n, accuracy with its Wilson
-    interval, the format rate and the mean of every reward component, with a normal interval for
-    the total. ``max_points`` pools consecutive steps so that at most that many points remain.
+    interval, the format rate and the mean of every numeric reward field (a flag counts as 0/1),
+    with a normal interval for the total. ``max_points`` pools consecutive steps so that at most that many points remain.
 
     >>> from library.contracts import ParsedCompletion, RewardBreakdown
     >>> def ep(step, total, correct):
@@ -218,23 +230,12 @@ def rollout_curve(episodes: Iterable[Episode], phase: str | None = None, *, max_
         components: dict[str, list[float]] = defaultdict(list)
         for ep in rows:
             for name, value in ep.reward.model_dump().items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if isinstance(value, (int, float)):
                     components[name].append(float(value))
         for name, values in components.items():
             point[name] = sum(values) / len(values)
         totals = components.get("total", [])
         point["reward_total"] = point.get("total", 0.0)
-        point["reward_ci"] = _normal_ci(totals)
+        point["reward_ci"] = mean_interval(totals)
         curve.append(point)
     return curve
-
-
-def _normal_ci(values: list[float], z: float = 1.96) -> list[float]:
-    n = len(values)
-    if n == 0:
-        return [0.0, 0.0]
-    m = sum(values) / n
-    if n < 2:
-        return [round(m, 6), round(m, 6)]
-    half = z * math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
-    return [round(m - half, 6), round(m + half, 6)]

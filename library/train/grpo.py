@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 from library.config import GRPOSettings
 from library.contracts import Episode
 from library.contracts import ROLLOUT_KIND
+from library.runs.reader import rollout_curve
 from library.runs.rollouts import log_episodes, to_episodes
 from library.train.data import assert_training_only
 
@@ -283,19 +284,11 @@ def curve_from_episodes(episodes: Iterable[Any], log_history: list[dict[str, Any
     for entry in log_history:  # several entries can share a step (the step's log, the run summary)
         if "step" in entry:
             logs[int(entry["step"])].update({k: v for k, v in entry.items() if k not in logs[int(entry["step"])]})
-    per_step: dict[int, list[Any]] = defaultdict(list)
-    for ep in episodes:
-        if ep.kind == ROLLOUT_KIND:
-            per_step[ep.step].append(ep)
     curve = []
-    for step in sorted(per_step):
-        rows = per_step[step]
-        n = len(rows)
-        point: dict[str, float] = {"step": step, "n": n}
-        point["reward_total"] = sum(float(ep.reward.total) for ep in rows) / n
-        point["path_coverage"] = sum(float(ep.reward.path_coverage) for ep in rows) / n
-        point["valid_format"] = sum(1.0 for ep in rows if ep.parsed.valid_format) / n
-        point["accuracy"] = sum(1.0 for ep in rows if ep.correct) / n
+    for rollouts in rollout_curve(episodes):
+        step = rollouts["step"]
+        point: dict[str, float] = {k: rollouts[k] for k in ("step", "n", "reward_total", "path_coverage",
+                                                              "valid_format", "accuracy")}
         log = logs.get(step, {})
         for src, dst in (("loss", "loss"), ("kl", "kl"), ("reward_std", "reward_std"),
                          ("frac_reward_zero_std", "frac_reward_zero_std"), ("learning_rate", "learning_rate")):
