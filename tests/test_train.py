@@ -527,3 +527,18 @@ def test_a_run_folder_has_one_writer_and_stop_after_holds_on_resume(tmp_path):
     run = run_training(config, run_dir, resume=True, stop_after="sft")
     assert run.read_meta()["phases_completed"] == ["base", "sft"]
     assert (run_dir / "episodes.jsonl").read_text() == episodes
+
+
+def test_a_finished_full_sft_is_not_trained_again_when_its_eval_was_killed(tmp_path):
+    """The trained marker counts a whole-model SFT result as saved, as it counts an adapter: a
+    run killed during SFT's evaluation re-runs the evaluation only (it re-trained SFT, which
+    saves a model folder, not an adapter)."""
+    from library.train.pipeline import mark_trained, trained_marker
+
+    ckpt, adapters = tmp_path / "checkpoints" / "sft", tmp_path / "adapters" / "sft"
+    ckpt.mkdir(parents=True)
+    adapters.mkdir(parents=True)
+    mark_trained(ckpt, {"steps": 3})
+    assert trained_marker(ckpt, adapters) is None  # nothing saved yet
+    (adapters / "config.json").write_text("{}")
+    assert trained_marker(ckpt, adapters) == {"steps": 3}

@@ -203,8 +203,10 @@ def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_ev
 
 def trained_marker(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
     """The training record of a phase whose training finished (its eval may not have), else None."""
+    from library.train.checkpoints import saved_phase
+
     marker = ckpt_dir / TRAINED_MARKER
-    if marker.exists() and (adapter_dir / "adapter_config.json").exists():
+    if marker.exists() and saved_phase(adapter_dir):  # an adapter, or the whole model of a full SFT
         return json.loads(marker.read_text(encoding="utf-8"))
     return None
 
