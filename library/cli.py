@@ -44,6 +44,9 @@ def data(
     n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions (4-5 hops, disjoint from eval and train_hard; recipe sweeps choose on it)."),
     step_order: str = typer.Option(_DATA_DEFAULTS.step_order, help="How questions order their steps: chain | keyed "
                                    "(later steps keyed by tags, shuffled; docs/FINDINGS.md finding 41)."),
+    max_width: int = typer.Option(None, min=1, help="The most entities a TRACE may hold at one hop where the graph "
+                                  "branches (default: the narrowest that fills the splits; 1 on a graph with no "
+                                  "branching; `kgr kg check` counts chains by width).", show_default=False),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
 ) -> None:
     """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
@@ -56,7 +59,8 @@ def data(
 
     try:
         config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
-                               n_train_hard=n_train_hard, n_dev=n_dev, step_order=step_order, progress=progress)
+                               n_train_hard=n_train_hard, n_dev=n_dev, step_order=step_order, max_width=max_width,
+                               progress=progress)
         stats = build_dataset(config)
     except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines
@@ -109,7 +113,7 @@ def kg_check(
                         title_justify="left")
     chain_table.add_column("hops", justify="right")
     for w in widths:
-        chain_table.add_column("width 1 (solvable)" if w == "1" else f"width <= {w}", justify="right")
+        chain_table.add_column("width 1 (no branching)" if w == "1" else f"width <= {w}", justify="right")
     for hops, counts in report["chains"].items():
         chain_table.add_row(hops, *(str(counts[w]) for w in widths))
     out_console.print(chain_table)
@@ -191,6 +195,8 @@ def train(
                                                   "precision of evaluation, RSFT sampling and GRPO rollouts."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
+    kg: Path = typer.Option(None, help="The knowledge graph (default: the one the --data-dir questions were "
+                                       "generated from, as its stats.json names it; else data/kg.json)."),
     backend: str = typer.Option("torch", help="torch (default, any machine) | mlx (Apple Silicon; Linux x86-64 via mlx-cpu) | unsloth (NVIDIA CUDA)."),
     load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="unsloth only: load the base model in 4 bit."),
     max_seq_length: int = typer.Option(None, help="unsloth only: maximum sequence length."),
@@ -237,8 +243,12 @@ def train(
     if data_dir is not None:
         overrides["data_dir"] = str(data_dir)
     try:
+        if kg is not None or data_dir is not None:
+            from library.questions.splits import source_kg
+
+            overrides["kg_path"] = str(kg if kg is not None else source_kg(data_dir))
         config = load_config(profile, overrides)
-    except ConfigError as exc:
+    except (ConfigError, DataFileError) as exc:
         fail(exc)
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
     if stop_after is not None and stop_after not in config.phases():

@@ -201,6 +201,10 @@ class GenerationSettings(_Strict):
     # measure >= 1.5x fp32 (library.model.precision.resolve_generation_precision): faster, and within
     # noise of fp32 answers, where bf16 *training* is not (docs/MEASUREMENTS.md, "Precision").
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    # Raise each window (eval.max_new_tokens, rsft.max_new_tokens, grpo.max_completion_length) to the
+    # longest reference completion it generates for, +1: the profiles' windows are measured on the
+    # committed graph, and a TRACE that carries sets on a branching graph is longer.
+    fit_windows: bool = True
 
 
 class EvalSettings(_Strict):

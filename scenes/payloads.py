@@ -89,6 +89,13 @@ class KGPathPayload(_Model):
     ``edges`` (either direction is accepted, so a reversed relation still draws). ``mentioned``
     and the endpoints of ``wrong_edges`` must be nodes of the subgraph. ``correct`` is None when
     no model answer is shown (the scene then only reveals the gold answer).
+
+    ``branch_edges``: true edges the model's TRACE stated that the reasoning procedure carries
+    off the gold path (on a branching graph it states every successor of every held entity;
+    library/graph/oracle.py), taken from the claims the reward stored with the episode. They
+    are branches the graph prunes: none reaches the answer. Empty on a functional graph.
+    ``branches_not_shown`` counts the branch entities left out of ``nodes`` (the node cap), so
+    the scene can say how many it does not draw.
     """
 
     question: NonEmptyStr
@@ -97,6 +104,8 @@ class KGPathPayload(_Model):
     path: list[str] = Field(min_length=1)
     mentioned: list[str] = Field(default_factory=list)
     wrong_edges: list[WrongEdge] = Field(default_factory=list)
+    branch_edges: list[KGEdge] = Field(default_factory=list)
+    branches_not_shown: int = Field(default=0, ge=0)
     answer_label: NonEmptyStr
     predicted_label: str = ""
     correct: bool | None = None
@@ -130,6 +139,12 @@ class KGPathPayload(_Model):
         for w in self.wrong_edges:
             need(f"wrong edge {w.src}->{w.dst}", w.src)
             need(f"wrong edge {w.src}->{w.dst}", w.dst)
+        hops = set(zip(self.path, self.path[1:]))
+        for b in self.branch_edges:
+            need(f"branch edge {b.src}-{b.rel}->{b.dst}", b.src)
+            need(f"branch edge {b.src}-{b.rel}->{b.dst}", b.dst)
+            if (b.src, b.dst) in hops:
+                raise ValueError(f"branch edge {b.src}-{b.rel}->{b.dst} is a hop of the gold path, not a branch")
         return self
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 
+from library.graph.oracle import question_walk, walk_edges
 from library.scoring.matching import is_grounded
 from library.runs.reader import RunView, rollout_curve
 from scenes.payloads import validate_payload
@@ -375,6 +376,16 @@ def build_title(data: RunData, params: dict, sel: Selection | None) -> dict:
     return {"title": params.get("title", ""), "subtitle": params.get("subtitle", ""), "footer": params.get("footer", "")}
 
 
+def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, str, str]]:
+    """The branches a TRACE carried: its claims (as the reward stored them) that the reasoning
+    procedure states for ``q`` (library/graph/oracle.py ``walk_edges``) but that are not gold
+    edges, in TRACE order. Each is a true edge into an entity the graph later prunes; on a
+    functional graph the procedure states only the gold edges, so there are none."""
+    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
+    stated = set(walk_edges(question_walk(kg, q))) - gold
+    return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
+
+
 def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
     if sel is None:
         raise ShotError("kg_path needs params.episode")
@@ -386,9 +397,14 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
     cap = max(int(params.get("max_nodes", MAX_KG_NODES)), len(path))
     mentioned = [m for m in dict.fromkeys(ep.parsed.trace_entities) if m in kg.entities]
     # the claims the reward judged when it scored this episode
-    wrong = [(c.src, c.rel, c.dst) for c in data.claims(ep, q) if not c.in_kg]
+    claims = data.claims(ep, q)
+    wrong = [(c.src, c.rel, c.dst) for c in claims if not c.in_kg]
+    branch = branch_claims(kg, q, claims)
+    branch_ents = [x for s, _, d in branch for x in (s, d) if x not in path]
     nodes: list[str] = list(path)
-    for extra in mentioned + [x for s, _, d in wrong for x in (s, d)]:
+    # the branches the TRACE carried first (they are the shot's story on a branching graph;
+    # none on a functional one), then the trace's other entities and false claims' endpoints
+    for extra in branch_ents + mentioned + [x for s, _, d in wrong for x in (s, d)]:
         if extra not in nodes and len(nodes) < cap:
             nodes.append(extra)
     for nb in kg.neighborhood(path, radius=1):
@@ -406,6 +422,9 @@ def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
         "path": path,
         "mentioned": [m for m in mentioned if m in keep],
         "wrong_edges": [{"src": s, "rel_label": kg.relation_label(r), "dst": d} for s, r, d in wrong if s in keep and d in keep],
+        "branch_edges": [{"src": s, "rel": r, "rel_label": kg.relation_label(r), "dst": d}
+                         for s, r, d in branch if s in keep and d in keep],
+        "branches_not_shown": len({x for x in branch_ents if x not in keep}),
         "answer_label": q.options[q.answer_star],
         "predicted_label": q.options.get(predicted, "") if predicted else "",
         "correct": ep.correct if params.get("show_prediction", True) else None,

@@ -79,3 +79,29 @@ def test_diagnose_reads_the_train_sample_split_of_a_committed_run():
     # reader's eval_episodes selects them by the metrics split, as evaluation wrote them
     report = diagnose_run(REPO / "data" / "runs" / "quick", split="train_sample")
     assert {phase: block["n"] for phase, block in report.items()} == {"base": 8, "sft": 8, "rsft": 8, "grpo": 8}
+
+
+def test_on_a_branching_graph_a_trace_is_held_against_every_branch_it_must_carry():
+    """On data/food (a branching graph) the reference TRACE states every branch and is on the
+    procedure; the gold path alone is a TRACE that dropped a branch; a missing successor in a
+    list departs there too."""
+    from library.graph.oracle import question_walk
+
+    kg = load_kg(REPO / "data" / "food" / "kg.json")
+    reward = RewardModel.from_preset(kg, "paper+edges")
+    qs = {q.id: q for _, q in iter_jsonl(REPO / "data" / "food" / "eval.jsonl", Question)}
+    branching = [q for q in qs.values() if any(len(h.held) > 1 for h in question_walk(kg, q))]
+    q = next(x for x in branching if len(question_walk(kg, x)[0].held) == 1)
+    hop = next(i for i, h in enumerate(question_walk(kg, q), start=1) if len(h.held) > 1)
+    honest = reference_completion(q, kg=kg)
+    gold_only = "TRACE: " + ", ".join(f"{kg.label(e.src)} {kg.relation_label(e.rel)} {kg.label(e.dst)}"
+                                      for e in q.path_star.edges) + f".\nANSWER: {q.answer_star}"
+    block = departure_block([_episode(reward, q, honest)], qs, kg)
+    assert block["right"] == {"on_path": 1}
+    dropped = departure_block([_episode(reward, q, gold_only)], qs, kg)
+    assert dropped["right"] == {"branch": 1} or dropped["right"] == {"short": 1}
+    # the gold path alone is still grounded and scores as much as the honest set TRACE
+    assert reward.score(q, gold_only).reward.total == reward.score(q, honest).reward.total
+    assert len(branching) >= 50 and hop >= 1
+    # without the KG the reader holds it against the gold path only, as on a functional graph
+    assert departure_block([_episode(reward, q, gold_only)], qs)["right"] == {"on_path": 1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,26 @@ def test_evaluate_resumes_without_regenerating(tiny_model, tiny_kg, tmp_path):
     eps = run.read_episodes(phase="sft")
     assert {e.split for e in eps} == {"eval", "eval_shuffled", "train"}  # train_sample is a metrics key, not a split
     assert sorted(e.eval_split for e in eps).count("train_sample") == 2
+
+
+def test_grounded_counts_right_answers_whose_trace_states_the_gold_path():
+    """Right for the right reason: a right letter after a copied question is correct but not
+    grounded; the reference TRACE is both."""
+    from library.contracts import Episode, Question
+    from library.evaluation.evaluate import metrics_from_episodes
+    from library.graph.kg import load_kg
+    from library.jsonl import iter_jsonl
+    from library.questions.wording import reference_completion
+    from library.scoring.reward import RewardModel
+
+    repo = Path(__file__).resolve().parents[1]
+    kg = load_kg(repo / "data" / "kg.json")
+    reward = RewardModel.from_preset(kg, "paper+edges")
+    qs = [q for _, q in iter_jsonl(repo / "data" / "eval.jsonl", Question)][:3]
+    completions = [reference_completion(qs[0], kg=kg), f"TRACE: {qs[1].question}\nANSWER: {qs[1].answer_star}",
+                   "TRACE: no idea\nANSWER: " + ("A" if qs[2].answer_star != "A" else "B")]
+    eps = [Episode.from_scored(reward.score(q, c), q, c, phase="sft", step=0, kind="eval", eval_split="eval")
+           for q, c in zip(qs, completions)]
+    m = metrics_from_episodes(eps)
+    assert m["correct"] == 2 and m["grounded"]["correct"] == 1 and m["grounded"]["share_of_correct"] == 0.5
+    assert m["grounded"]["accuracy_ci"][0] < 1 / 3 < m["grounded"]["accuracy_ci"][1]

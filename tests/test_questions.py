@@ -21,6 +21,8 @@ from library.contracts import LETTERS, Question
 from library.jsonl import read_jsonl
 from library.graph.kg import KnowledgeGraph, load_kg
 from library.scoring.matching import extract_claims
+from library.graph.oracle import set_walk, walk_edges
+from conftest import TINY_KG
 from library.questions import (
     SPLIT_FILES,
     DatasetConfig,
@@ -47,7 +49,15 @@ def test_wording_and_reference_trace_follow_contracts(tiny_kg):
     # docs/CONTRACTS.md's example, verbatim
     assert question_text(tiny_kg, "TLSHandshakeError", ["caused_by", "fixed_by"]) == (
         "Start at TLS handshake error. It is caused by [P], which is fixed by [?]. (2 steps)")
+    # the toy KG branches at the first hop (two causes): the TRACE carries both, each fixed by its
+    # own fix, and names the one it answers with; docs/CONTRACTS.md's example is its width-1 case
     assert reference_trace(tiny_kg, path) == (
+        "TLS handshake error is caused by [P] expired certificate and clock skew [P], which is fixed by [?]: "
+        "expired certificate is fixed by [?] renew the certificate, clock skew is fixed by [?] sync clocks with NTP; "
+        "so sync clocks with NTP.")
+    graph = json.loads(json.dumps(TINY_KG))
+    functional = KnowledgeGraph.from_dict({**graph, "edges": [e for e in graph["edges"] if e["dst"] != "CertificateExpired"]})
+    assert reference_trace(functional, path) == (
         "TLS handshake error is caused by [P] clock skew [P], which is fixed by [?]: "
         "clock skew is fixed by [?] sync clocks with NTP.")
     assert question_text(tiny_kg, "NTPDrift", ["leads_to", "caused_by", "leads_to", "diagnosed_by"]) == (
@@ -82,8 +92,9 @@ def test_each_later_hop_copies_the_question_text_after_the_previous_tag(tiny_kg)
             for prev, tag, rel in zip(tags, tags[1:], rels[1:]):
                 step = f", which {tiny_kg.relation_label(rel)} [{tag}]"
                 assert f"[{prev}]{step}" in question and f"[{prev}]{step}: " in trace
-            # and the reward reads exactly the path's edges from it, nothing from the copies
-            assert extract_claims(tiny_kg, trace) == [(e.src, e.rel, e.dst) for e in path.edges]
+            # and the reward reads exactly the procedure's edges from it (the path's, plus the
+            # branches carried where a hop branches), nothing from the copies
+            assert extract_claims(tiny_kg, trace) == walk_edges(set_walk(tiny_kg.successors, start, rels))
             checked += 1
     assert checked >= 5
 
@@ -100,7 +111,7 @@ def test_rest_style_copies_the_question_from_each_tag_to_its_end(tiny_kg):
             for prev in tags[:-1]:
                 rest = question.split(f"[{prev}]", 1)[1].rsplit(". (", 1)[0]
                 assert rest.startswith(", which ") and f"[{prev}]{rest}: " in trace
-            assert extract_claims(tiny_kg, trace) == [(e.src, e.rel, e.dst) for e in path.edges]
+            assert extract_claims(tiny_kg, trace) == walk_edges(set_walk(tiny_kg.successors, start, rels))
             checked += 1
     assert checked >= 5
 
@@ -108,7 +119,8 @@ def test_rest_style_copies_the_question_from_each_tag_to_its_end(tiny_kg):
 def test_tags_are_invisible_to_the_reward(tiny_kg):
     path = tiny_kg.path_from_entities(["TLSHandshakeError", "ClockSkew", "NTPSync"], ["caused_by", "fixed_by"])
     assert extract_claims(tiny_kg, reference_trace(tiny_kg, path)) == [
-        ("TLSHandshakeError", "caused_by", "ClockSkew"), ("ClockSkew", "fixed_by", "NTPSync")]
+        ("TLSHandshakeError", "caused_by", "CertificateExpired"), ("TLSHandshakeError", "caused_by", "ClockSkew"),
+        ("CertificateExpired", "fixed_by", "RenewCertificate"), ("ClockSkew", "fixed_by", "NTPSync")]
 
 
 def test_distractor_candidates_are_same_type_and_unreachable(tiny_kg):
@@ -410,9 +422,14 @@ def test_oracle_solves_eval_by_composing_taught_facts(built):
     assert oracle_answer(without, q) is None
     needs = [x for x in splits["eval"] if any((e.src, e.rel) == (first.src, first.rel) for e in x.path_star.edges)]
     assert oracle_accuracy(without, splits["eval"]) == pytest.approx(1 - len(needs) / len(splits["eval"]))
-    # a branching hop (two taught successors) is not followed: no lookahead
+    # a branching hop (two taught successors) is carried, not chosen: no lookahead; the branch
+    # that leads nowhere drops out, and one that reaches a second option makes the answer ambiguous
     branching = dict(facts)
     branching[(first.src, first.rel)] = {first.dst, "SomethingElse"}
+    assert oracle_answer(branching, q) == q.answer_star
+    other = next(x for x in q.meta["option_ids"].values() if x != q.meta["answer"])
+    last = q.path_star.edges[-1]
+    branching[(last.src, last.rel)] = {last.dst, other}
     assert oracle_answer(branching, q) is None
     committed = json.loads((REPO / "data" / "stats.json").read_text())
     assert committed["oracle"]["kg"]["eval"] >= 0.95 and committed["oracle"]["kg"]["train_hard"] >= 0.95
@@ -589,23 +606,27 @@ def test_a_branching_graph_of_another_domain_gives_only_composable_questions(tmp
     assert report["chains"]["4"]["1"] < report["chains"]["4"]["2"]  # wider sets reach more chains
     out = tmp_path / "out"
     stats = build_dataset(DatasetConfig(kg_path=kg_path, out_dir=out, n_train=300, n_eval=40, n_train_hard=40,
-                                        n_dev=20, progress=False))
+                                        n_dev=20, max_width=1, progress=False))
     assert all(acc == 1.0 for acc in stats.oracle["kg"].values()), stats.oracle
     for name in ("train", "eval", "dev"):
         assert all(composable(kg, q.path_star) for q in read_jsonl(out / SPLIT_FILES[name], Question))
 
 
-@pytest.mark.parametrize("case", ["no_long_chains", "every_hop_branches"])
+@pytest.mark.parametrize("case", ["no_long_chains", "chains_wider_than_allowed"])
 def test_kgr_data_refuses_a_graph_it_cannot_make_solvable_questions_from(tmp_path, case):
+    # no 4-5-hop chains at all; or (every group has two successors) none that hold one entity a hop
     graph = branching_kg(layers=4) if case == "no_long_chains" else branching_kg(extra_share=1.0)
+    width = [] if case == "no_long_chains" else ["--max-width", "1"]
     kg_path = tmp_path / "kg.json"
     kg_path.write_text(json.dumps(graph))
     proc = subprocess.run([sys.executable, "-m", "library.cli", "data", "--kg", str(kg_path), "--out",
                            str(tmp_path / "out"), "--n-train", "200", "--n-eval", "40", "--n-train-hard", "40",
-                           "--n-dev", "20", "--no-progress"], capture_output=True, text=True, cwd=REPO)
+                           "--n-dev", "20", "--no-progress", *width], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"error: {kg_path}: could only make" in proc.stderr and "kgr kg check" in proc.stderr, proc.stderr
+    assert ("at most 1 entity a hop" in proc.stderr) == bool(width), proc.stderr
     assert not (tmp_path / "out" / "eval.jsonl").exists()  # nothing written
     check = subprocess.run([sys.executable, "-m", "library.cli", "kg", "check", str(kg_path)],
                            capture_output=True, text=True, cwd=REPO)
-    assert check.returncode == 0 and "too few non-branching long chains" in check.stdout, check.stdout
+    expected = "too few long chains" if case == "no_long_chains" else "it picks --max-width 2"
+    assert check.returncode == 0 and expected in " ".join(check.stdout.split()), check.stdout

@@ -195,3 +195,63 @@ def test_without_edges_the_false_chain_ties(models, preset):
     false = rm.score(q, f"TRACE: {false_chain(rm.kg, q)}\nANSWER: {q.answer_star}").reward
     assert false.total == pytest.approx(true.total)
     assert false.edge_reward < 0 < true.edge_reward  # measured and logged even so
+
+
+# --------------------------------------------------------------------------- branching hops
+# tiny_kg branches: TLS handshake error is caused by two causes, each with its own fix. The honest
+# TRACE carries both (library/graph/oracle.py); the attacks below state true edges the procedure
+# does not carry, or every entity as one list.
+
+
+def set_trace(kg: KnowledgeGraph, q: Question) -> str:
+    from library.questions.wording import reference_trace
+
+    return reference_trace(kg, q.path_star)
+
+
+def _clauses(kg: KnowledgeGraph, edges) -> str:
+    return "; ".join(f"{kg.label(s)} {kg.relation_label(r)} {kg.label(d)}" for s, r, d in edges)
+
+
+BRANCH_ATTACKS: dict[str, Attack] = {
+    # the honest set TRACE, then every out-edge of every option: all true, none the procedure's
+    "successors_of_every_option": lambda kg, q: "TRACE: " + set_trace(kg, q) + " " + _clauses(
+        kg, [(e.src, e.rel, e.dst) for o in q.options.values() for e in kg.out_edges(o)]) + f".\nANSWER: {q.answer_star}",
+    # every relation of every held entity, not only the question's
+    "every_relation_of_every_held_entity": lambda kg, q: "TRACE: " + _clauses(
+        kg, [(e.src, e.rel, e.dst) for ent in q.path_star.entities for e in kg.out_edges(ent)])
+        + f".\nANSWER: {q.answer_star}",
+    # the start "leads" to every entity at once, as one list
+    "every_entity_as_one_set": lambda kg, q: "TRACE: " + kg.label(q.path_star.entities[0]) + " "
+        + kg.relation_label(q.path_star.edges[0].rel) + " " + " and ".join(e.label for e in kg.entities.values())
+        + f".\nANSWER: {q.answer_star}",
+    # the set TRACE with every list repeated
+    "set_trace_repeated": lambda kg, q: "TRACE: " + " ".join([set_trace(kg, q)] * 3) + f"\nANSWER: {q.answer_star}",
+}
+
+
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_an_honest_set_trace_is_never_punished_for_the_branches_it_carries(models, preset):
+    """The procedure's claims on a branching hop are true and follow it: the set TRACE scores what
+    the gold path alone scores (which only lookahead could write), and every claim is true."""
+    rm = models[preset]
+    ents, rels = PATHS["2hop"]
+    q = make_question(rm.kg, ents, rels, answer="C", qid="branching")
+    honest_set = rm.score(q, f"TRACE: {set_trace(rm.kg, q)}\nANSWER: {q.answer_star}")
+    gold_only = rm.score(q, f"TRACE: {honest_trace(rm.kg, q)}\nANSWER: {q.answer_star}")
+    assert len(honest_set.parsed.claims) == 4 and all(c.in_kg for c in honest_set.parsed.claims)
+    assert honest_set.reward.false_edges == 0 and honest_set.reward.edge_reward == gold_only.reward.edge_reward
+    assert honest_set.reward.total == pytest.approx(gold_only.reward.total)
+
+
+@pytest.mark.parametrize("attack", list(BRANCH_ATTACKS))
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_no_branch_attack_outranks_the_honest_set_trace(models, preset, attack):
+    rm = models[preset]
+    ents, rels = PATHS["2hop"]
+    q = make_question(rm.kg, ents, rels, answer="C", qid="branching")
+    honest = rm.score(q, f"TRACE: {set_trace(rm.kg, q)}\nANSWER: {q.answer_star}").reward.total
+    hacked = rm.score(q, BRANCH_ATTACKS[attack](rm.kg, q)).reward.total
+    assert hacked <= honest + 1e-9, f"{attack} scored {hacked} > honest {honest} under {preset}"
+    if rm.config.edge_verified and not rm.config.correctness_only:
+        assert hacked < honest - 1e-9, f"{attack} ties honest ({honest}) under {preset}"

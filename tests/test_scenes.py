@@ -124,6 +124,10 @@ def test_duration_matches_ffprobe_and_short_clip_collapses_beats(tmp_path):
         ("kg_path", lambda p: p["path"].append("Nowhere"), "unknown node id 'Nowhere'"),
         ("kg_path", lambda p: p.update(path=["TLS", "NTP"]), "has no edge"),
         ("kg_path", lambda p: p.update(extra_field=1), "extra_field"),
+        ("kg_path", lambda p: p.update(branch_edges=[{"src": "Cert", "rel": "fixed_by", "rel_label": "is fixed by",
+                                                      "dst": "Nowhere"}]), "unknown node id 'Nowhere'"),
+        ("kg_path", lambda p: p.update(branch_edges=[{"src": "TLS", "rel": "caused_by", "rel_label": "is caused by",
+                                                      "dst": "Skew"}]), "is a hop of the gold path"),
         ("reward_bars", lambda p: p["components"][0].update(value=3), "outside its range"),
         ("results_table", lambda p: p["rows"][0].append("x"), "row 0 has 3 cells"),
         ("results_table", lambda p: p.update(highlight_row=5), "highlight_row 5 is out of range"),
@@ -180,3 +184,123 @@ def test_validate_payload_is_manim_free():
             "assert 'manim' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([os.sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
     assert validate_payload("title", {"title": "x"}).title == "x"
+
+
+# --------------------------------------------------------------------------- branches (kg_path)
+
+REPO = Path(__file__).resolve().parents[1]
+FOOD = REPO / "data" / "food"
+
+
+def _reference_run(root: Path, ex_ids: list[str]):
+    """A run on the branching food graph whose GRPO eval answers are the questions' reference
+    completions, scored by the reward: their claims stored with them, as every writer stores
+    them. (Test data: the honest TRACE states every branch the procedure carries.)"""
+    from library.contracts import Question
+    from library.graph.kg import KnowledgeGraph
+    from library.questions.wording import reference_completion
+    from library.runs.folder import RunDir
+    from library.scoring.reward import RewardModel
+    from scenes.resolve import RunData
+
+    kg = KnowledgeGraph.load(FOOD / "kg.json")
+    questions = {q.id: q for q in (Question.model_validate_json(line)
+                                   for line in (FOOD / "eval.jsonl").read_text().splitlines() if line.strip())}
+    reward = RewardModel.from_preset(kg, "paper+edges")
+    run = RunDir.create(root, run_id="branching", exist_ok=True)
+    run.write_meta({"run_id": "branching", "config": {"kg_path": str(FOOD / "kg.json"), "data_dir": str(FOOD)}})
+    episodes = []
+    for ex_id in ex_ids:
+        q = questions[ex_id]
+        completion = reference_completion(q)
+        scored = reward.score(q, completion)
+        episodes.append({"phase": "grpo", "step": 0, "ex_id": q.id, "split": "eval", "prompt": q.prompt,
+                         "completion": completion, "parsed": scored.parsed.model_dump(),
+                         "reward": scored.reward.model_dump(), "kind": "eval", "hop_len": q.hop_len,
+                         "answer_star": q.answer_star, "correct": scored.correct})
+    run.append_episodes(episodes)
+    run.write_metrics({"eval": {"grpo": {"n": len(episodes)}}})
+    return RunData.load(run.path)
+
+
+def _kg_path_payload(data, ex_id: str, params: dict | None = None) -> dict:
+    from scenes.resolve import Selection, build_kg_path
+
+    q, ep = data.questions()[ex_id], data.eval_episode(ex_id, data.phases[-1])
+    return build_kg_path(data, params or {}, Selection(ex_id, ep.phase, ep, q))
+
+
+def test_kg_path_payload_carries_the_branches_a_branching_trace_stated(tmp_path):
+    from library.graph.oracle import question_walk, walk_edges
+    from scenes.resolve import Selection, build_kg_path
+
+    # pastilla -> Morocco -> wheat, which is a source of carbohydrate AND dietary fibre AND
+    # protein: the TRACE carries the two extra branches to the end, where the graph prunes them
+    data = _reference_run(tmp_path, ["eval-0051"])
+    q, ep = data.questions()["eval-0051"], data.eval_episode("eval-0051", "grpo")
+    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
+    branches = [t for t in walk_edges(question_walk(data.kg, q)) if t not in gold]
+    assert len(branches) == 6
+    model = validate_payload("kg_path", _kg_path_payload(data, "eval-0051"))
+    assert [(b.src, b.rel, b.dst) for b in model.branch_edges] == branches  # in TRACE order
+    assert all(b.rel_label == data.kg.relation_label(b.rel) for b in model.branch_edges)
+    assert {x for s, _, d in branches for x in (s, d)} <= {n.id for n in model.nodes}
+    assert model.branches_not_shown == 0
+    # the node cap keeps the path and counts the branch entities it leaves out
+    capped = validate_payload("kg_path", _kg_path_payload(data, "eval-0051", {"max_nodes": 8}))
+    assert capped.path == model.path and capped.branches_not_shown == 4
+    kept = {n.id for n in capped.nodes}
+    assert capped.branch_edges and all(b.src in kept and b.dst in kept for b in capped.branch_edges)
+    # read from the claims the reward stored, never from the completion: without them, none
+    bare = ep.model_copy(update={"parsed": ep.parsed.model_copy(
+        update={"claims": [c for c in ep.parsed.claims if c.on_gold_path]})})
+    assert build_kg_path(data, {}, Selection(q.id, "grpo", bare, q))["branch_edges"] == []
+
+
+def test_kg_path_payload_of_a_functional_graph_episode_has_no_branches():
+    from scenes.resolve import RunData
+
+    # data/runs/quick ran on the functional data/kg.json: its TRACEs claim true edges off the gold
+    # path, but the procedure never carries a branch there
+    data = RunData.load(REPO / "data" / "runs" / "quick")
+    episodes = data.eval_episodes(data.phases[-1])
+    assert any(c.in_kg and not c.on_gold_path for ep in episodes.values() for c in ep.parsed.claims)
+    for ex_id in episodes:
+        payload = _kg_path_payload(data, ex_id)
+        assert payload["branch_edges"] == [] and payload["branches_not_shown"] == 0, ex_id
+
+
+@pytest.mark.parametrize("size", [(1080, 1920), (1920, 1080)], ids=["short", "explainer"])
+def test_kg_path_draws_the_branches_it_has_room_for_and_counts_the_rest(size, tmp_path):
+    from test_text_fit import _drawn, laid_out, problems
+
+    # buffalo wings: seven branch entities, one of them past the resolver's node cap
+    data = _reference_run(tmp_path / "run", ["eval-0111"])
+    payload = _kg_path_payload(data, "eval-0111")
+    assert payload["branches_not_shown"] == 1
+    w, h = size
+    fits, L, _ = laid_out("kg_path", payload, w, h, tmp_path)
+    assert problems(fits, L, h) == []
+    labels = {n["id"]: n["label"] for n in payload["nodes"]}
+    branch_ids = {x for e in payload["branch_edges"] for x in (e["src"], e["dst"])} - set(payload["path"])
+    drawn = [f for f in fits if _drawn(f)]
+    shown = {x for x in branch_ids if any(f.text == labels[x] for f in drawn)}
+    assert len(shown) >= 2, "the branches are not on screen"
+    hidden = len(branch_ids - shown) + payload["branches_not_shown"]
+    on_screen = " ".join(" ".join(f.lines) for f in drawn)
+    assert "branch carried, pruned by the graph" in on_screen
+    assert f"{hidden} more not drawn" in on_screen  # never dropped silently
+    # the gold path stays the hero: its labels at least as large as every branch label
+    spine = [f.effective_size for f in drawn if f.text in {labels[x] for x in payload["path"]}]
+    chips = [f.effective_size for f in drawn if f.text in {labels[x] for x in shown}]
+    assert len(spine) == len(payload["path"]) and min(spine) >= max(chips) - 1e-6
+
+
+def test_kg_path_with_branches_renders_exact_clip(tmp_path):
+    data = _reference_run(tmp_path / "run", ["eval-0051"])
+    payload = _kg_path_payload(data, "eval-0051")
+    for w, h in ((144, 256), (256, 144)):
+        out = render_clip("kg_path", payload, tmp_path / f"k{w}.mp4", width=w, height=h, fps=5, duration=2.0)
+        assert probe_frames(out) == (w, h, frame_count(2.0, 5))
+        assert middle_frame_std(out) > 8.0
+

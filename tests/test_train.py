@@ -38,6 +38,8 @@ TINY_OVERRIDES = {
              "max_steps": 2, "save_steps": 1},
     "eval": {"n_eval": 4, "n_train_sample": 2, "batch_size": 8, "max_new_tokens": 8, "shuffled": True,
              "n_trace_recall": 2},
+    # 8-token windows on purpose (speed): a tiny random model never writes a whole TRACE anyway
+    "generation": {"fit_windows": False},
 }
 
 
@@ -442,7 +444,7 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
     in_trace = metrics["facts"]["sft"]["in_trace"]  # recall inside the gold TRACE, per hop
     assert in_trace["n"] > 0 and "hits" not in in_trace
-    assert in_trace["n"] <= 2 * 5  # eval.n_trace_recall=2 questions of at most 5 hops each
+    assert in_trace["n"] <= 2 * 5 * 4  # eval.n_trace_recall=2 questions, <= 5 hops, <= 4 clauses a hop
     assert 0 <= in_trace["recall"] <= 1 and set(in_trace["by_hop"]) <= {"0", "1", "2", "3", "4"}
     # paired comparisons on the same eval questions, recomputable from episodes.jsonl
     assert {"sft-base", "rsft-sft", "grpo-sft"} <= set(metrics["comparisons"])
@@ -542,3 +544,25 @@ def test_a_finished_full_sft_is_not_trained_again_when_its_eval_was_killed(tmp_p
     assert trained_marker(ckpt, adapters) is None  # nothing saved yet
     (adapters / "config.json").write_text("{}")
     assert trained_marker(ckpt, adapters) == {"steps": 3}
+
+
+def test_generation_windows_fit_the_longest_reference_completion(tmp_path):
+    """A window shorter than the reference TRACE cuts right answers off: by default each window
+    is raised to the longest reference completion it generates for (+1 for the end token)."""
+    from library.model.load import load_tokenizer
+    from library.questions.wording import reference_completion
+    from library.train.data import fit_generation_lengths, load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, generation={"fit_windows": True})
+    data = load_data(config)
+    selection = make_selection(config, data)
+    tok = load_tokenizer("tiny")
+    fitted, notes = fit_generation_lengths(config, data.kg, selection, tok)
+    longest = max(len(tok(reference_completion(q, kg=data.kg, style=config.sft.trace_style),
+                          add_special_tokens=False).input_ids) for q in selection.eval + selection.train_sample)
+    assert fitted.eval.max_new_tokens == longest + 1 > config.eval.max_new_tokens == 8
+    assert any(n.startswith("eval.max_new_tokens 8 -> ") for n in notes)
+    assert fit_generation_lengths(fitted, data.kg, selection, tok)[1] == []  # nothing left to raise
+    off = tiny_config(data_dir)  # the tests' 8-token windows are kept on purpose
+    assert fit_generation_lengths(off, data.kg, selection, tok) == (off, [])

@@ -20,13 +20,18 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from library.contracts import PHASES, Episode, Question
-from library.scoring.matching import DEPARTURES, first_departure
+from library.graph.oracle import question_walk
+from library.scoring.matching import DEPARTURES, first_departure, procedure_claims
 
 __all__ = ["departure_block", "diagnose_run"]
 
 
-def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Question]) -> dict[str, Any]:
+def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Question], kg: Any = None) -> dict[str, Any]:
     """Departure counts of one phase's eval episodes (one greedy answer per question).
+
+    With the ``kg``, each TRACE is held against the whole procedure (on a branching graph, every
+    branch it carries: a ``branch`` departure at hop *i* is a branch dropped there); without
+    it, against the gold path.
 
     ``wrong`` counts the wrong answers by kind, ``wrong_by_step`` by ``"kind@step"``; ``right``
     counts the right answers the same way (a right letter reached off the gold path shows up as
@@ -39,7 +44,8 @@ def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Questio
     for ep in episodes:
         question = questions[ep.ex_id]
         edges = question.path_star.edges
-        kind, step = first_departure(ep.parsed.claims, edges)
+        procedure = procedure_claims(question_walk(kg, question)) if kg is not None else None
+        kind, step = first_departure(ep.parsed.claims, edges, procedure)
         n += 1
         if ep.correct:
             right[kind] += 1
@@ -68,4 +74,4 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
     by_phase = {phase: run.eval_episodes(phase, split) for phase in PHASES}
     by_phase = {phase: eps for phase, eps in by_phase.items() if eps}
     questions = run.questions_for(ep for eps in by_phase.values() for ep in eps.values())
-    return {phase: departure_block(eps.values(), questions) for phase, eps in by_phase.items()}
+    return {phase: departure_block(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}

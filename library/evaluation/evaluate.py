@@ -40,6 +40,15 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def grounded_episode(ep: Episode) -> bool:
+    """:func:`library.scoring.matching.is_grounded` from what the reward stored with the episode:
+    a well-formed answer whose TRACE claims all ``hop_len`` gold edges in path order
+    (``edge_hits``, the reward's count of them)."""
+    hits = (ep.reward.model_extra or {}).get("edge_hits")
+    return (ep.parsed.valid_format and ep.parsed.answer is not None and ep.hop_len is not None
+            and hits is not None and int(hits) == ep.hop_len)
+
+
 def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
     """One metrics block (one phase, one split) from its episodes; layout of docs/CONTRACTS.md.
 
@@ -60,6 +69,8 @@ def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
     (4, 2, 0.5, 0.75, 0.25)
     >>> m["by_hop"]["4"]["correct"], m["by_hop"]["5"]["n"], m["reward"]["correctness"]
     (1, 2, -0.5)
+    >>> m["grounded"]["correct"]   # no TRACE here states its gold path
+    0
     """
     n = len(episodes)
     correct_flags = [bool(ep.correct) for ep in episodes]
@@ -70,6 +81,11 @@ def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
         if hop is not None:
             hops.setdefault(str(hop), []).append(ok)
     block["by_hop"] = {h: _accuracy_block(len(v), sum(v)) for h, v in sorted(hops.items(), key=lambda kv: int(kv[0]))}
+    # Right for the right reason: the TRACE states every gold edge in path order
+    # (library/scoring/matching.py: is_grounded, whose count the reward stored as edge_hits).
+    grounded = [ok and grounded_episode(ep) for ep, ok in zip(episodes, correct_flags)]
+    block["grounded"] = {**_accuracy_block(n, sum(grounded)),
+                         "share_of_correct": sum(grounded) / block["correct"] if block["correct"] else 0.0}
     block["valid_format_rate"] = _mean([1.0 if ep.parsed.valid_format else 0.0 for ep in episodes])
     block["path_coverage"] = _mean([ep.reward.path_coverage for ep in episodes])
     block["spam_rate"] = _mean([1.0 if ep.reward.spam_penalty > 0 else 0.0 for ep in episodes])

@@ -15,13 +15,15 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-from library.contracts import BLANK_TAG_POOL
+from library.contracts import BLANK_TAG_POOL, PathEdge
+from library.graph.oracle import question_walk, walk_edges
 from library.questions.wording import KNOWLEDGE_PROMPT, blank_tags, fact_groups
 
 
 def eval_fact_groups(kg: Any, questions: Sequence[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
-    """The (entity, relation) groups that the gold paths of ``questions`` use."""
-    return fact_groups(kg, [e for q in questions for e in q.path_star.edges])
+    """The (entity, relation) groups the TRACEs of ``questions`` state, each with every successor
+    (on a functional graph: the gold paths' facts)."""
+    return fact_groups(kg, [PathEdge(src=s, rel=r, dst=d) for q in questions for s, r, d in walk_edges(question_walk(kg, q))])
 
 
 def _teacher_forced_argmax(model, tokenizer, rows: Sequence[tuple[list[int], list[tuple[int, int]]]],
@@ -85,27 +87,24 @@ def _greedy_matches(model, tokenizer, items: Sequence[tuple[list[int], list[int]
 
 def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tuple[str, ...]]], *,
                 batch_size: int = 64) -> dict[str, Any]:
-    """Share of ``groups`` whose successor the model recalls exactly, greedy, in a knowledge row.
+    """Share of ``groups`` whose successors the model recalls exactly, greedy, in a knowledge row.
 
     The context is the knowledge prompt's assistant turn followed by ``"<src> <relation> [K]"``
-    (a tag fixed per group); the target is ``" <dst>"``. With several successors a group counts
-    as recalled when any of them is (the functional KG has one). This is recall where the facts
+    (a tag fixed per group); the target is ``" <dst>"``, or with several successors all of them
+    as the knowledge rows state them, ``" <dst> and <dst>"``. This is recall where the facts
     were taught; :func:`trace_recall` is recall where composition needs them. Returns
     ``{"n", "recalled", "recall", "by_relation"}``.
     """
     from library.model.chat import format_prompt
 
     prefix = format_prompt(tokenizer, KNOWLEDGE_PROMPT)
-    owners, items = [], []  # group index per item; (context ids, target ids)
-    for gi, (src, rel, dsts) in enumerate(groups):
+    items = []  # (context ids, target ids), one per group
+    for src, rel, dsts in groups:
         tag = random.Random(f"recall:{src}:{rel}").choice(BLANK_TAG_POOL)
         head = tokenizer(prefix + f"{kg.label(src)} {kg.relation_label(rel)} [{tag}]", add_special_tokens=False).input_ids
-        for dst in dsts:
-            owners.append(gi)
-            items.append((head, tokenizer(f" {kg.label(dst)}", add_special_tokens=False).input_ids))
-    hit = [False] * len(groups)
-    for gi, ok in zip(owners, _greedy_matches(model, tokenizer, items, batch_size)):
-        hit[gi] = hit[gi] or ok
+        objects = " and ".join(kg.label(d) for d in dsts)
+        items.append((head, tokenizer(f" {objects}", add_special_tokens=False).input_ids))
+    hit = _greedy_matches(model, tokenizer, items, batch_size)
     by_rel: dict[str, list[int]] = {}
     for (src, rel, _), ok in zip(groups, hit):
         by_rel.setdefault(rel, [0, 0])
@@ -118,10 +117,11 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
 
 def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16,
                  style: str | None = None) -> dict[str, Any]:
-    """Share of the questions' hops whose object the model writes, greedy, inside the gold TRACE.
+    """Share of the questions' hop clauses whose objects the model writes, greedy, inside the gold TRACE.
 
-    For hop *i* the context is the question's prompt and its reference completion up to hop
-    *i*'s opening tag; the target is the object's label. This is fact recall where composition
+    For each clause of hop *i* (one on a functional graph; one per held entity with successors
+    where the TRACE carries a set) the context is the question's prompt and its reference
+    completion up to that clause's opening tag; the target is the clause's objects. This is fact recall where composition
     needs it: a model can know a fact as a 1-hop question and still miss it mid-chain (measured:
     docs/FINDINGS.md). Teacher-forced, so one forward pass over prompt + gold completion scores
     every hop of a question. Returns ``{"n", "recalled", "recall", "by_hop", "hits"}`` (0-based
@@ -138,14 +138,16 @@ def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_s
         tags = blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges])
         ids = tokenizer(format_prompt(tokenizer, q.prompt), add_special_tokens=False).input_ids
         spans, done = [], 0
-        for i, (edge, tag) in enumerate(zip(q.path_star.edges, tags)):
-            # Tokenized piecewise at each object's leading space, a word boundary either way.
-            cut = completion.index(f"[{tag}] ", done) + len(tag) + 2  # the opening tag comes first
-            ids += tokenizer(completion[done:cut], add_special_tokens=False).input_ids
-            target = tokenizer(f" {kg.label(edge.dst)}", add_special_tokens=False).input_ids
-            spans.append((i, len(ids), target))
-            ids += target
-            done = cut + 1 + len(kg.label(edge.dst))
+        for i, (hop, tag) in enumerate(zip(question_walk(kg, q), tags)):
+            for _, dsts in hop.clauses:
+                # Tokenized piecewise at each object's leading space, a word boundary either way.
+                cut = completion.index(f"[{tag}] ", done) + len(tag) + 2  # the opening tag comes first
+                ids += tokenizer(completion[done:cut], add_special_tokens=False).input_ids
+                objects = " and ".join(kg.label(d) for d in dsts)
+                target = tokenizer(f" {objects}", add_special_tokens=False).input_ids
+                spans.append((i, len(ids), target))
+                ids += target
+                done = cut + 1 + len(objects)
         rows.append((q.id, ids, spans))
     by_hop: dict[int, list[int]] = {}
     hits = []

@@ -76,7 +76,7 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
     from library.model.load import load_model
     from library.train.backends.phases import RunContext
     from library.train.backends.torch_phases import TorchBackend
-    from library.train.data import load_data, make_selection
+    from library.train.data import fit_generation_lengths, load_data, make_selection
 
     backend = backend if backend is not None else TorchBackend()
     writer = is_writer()
@@ -84,6 +84,7 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
     selection = make_selection(config, data)
     with main_process_first():
         base, tokenizer = load_model(config.model, device=backend.eval_device)
+    config = fit_generation_lengths(config, data.kg, selection, tokenizer)[0]  # the phases' own windows
     backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
                              console=console), base)
     metrics = run.read_metrics()

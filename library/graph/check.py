@@ -2,12 +2,11 @@
 branch, and how many questions it can give that are solvable by composition.
 
 A question (start entity, relation chain) is solvable by composing taught facts hop by hop, with
-no lookahead, when the walk of library/graph/oracle.py never has to choose: every entity it
-holds has one successor under the next relation. Where a hop branches the walk would have to
-carry the set of successors; ``frontier`` counts chains by the widest set such a set-carrying
-walk holds (width 1: today's procedure; wider: what set-valued traces would need). The
-questions ``kgr data`` writes use width-1 chains only, and it refuses to write a split it cannot
-fill with them.
+no lookahead, by the procedure of library/graph/oracle.py: carry every successor of every held
+entity from hop to hop. Chains are counted by the widest set that walk holds (width 1: no hop
+branches; wider: the TRACE carries sets), among walks that form a tree (no entity reached twice).
+``kgr data`` uses chains up to a maximum width (``--max-width``; by default the smallest that
+fills the splits, :func:`smallest_width`) and refuses to write a split it cannot fill.
 
 >>> from library.graph.kg import KnowledgeGraph
 >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -18,8 +17,8 @@ fill with them.
 >>> report = check_graph(kg, max_hops=2, widths=(1, 2))
 >>> report["by_relation"]["r"]["mean_fanout"], report["by_relation"]["r"]["functional_share"]
 (1.33, 0.67)
->>> report["chains"]["1"], report["chains"]["2"]   # width <= 1, width <= 2
-({'1': 2, '2': 3}, {'1': 0, '2': 1})
+>>> report["chains"]["1"], report["chains"]["2"]   # width <= 1, width <= 2 (A->B,C->D merges: no tree)
+({'1': 2, '2': 3}, {'1': 0, '2': 0})
 """
 
 from __future__ import annotations
@@ -30,35 +29,47 @@ from typing import Any, Iterable, Sequence
 import networkx as nx
 
 from library.graph.kg import KnowledgeGraph
+from library.graph.oracle import grows_tree, step
 
-#: Frontier widths reported by default: 1 is what the generator uses.
-WIDTHS = (1, 2, 4)
+#: Frontier widths reported and tried by default (wider sets make longer TRACEs to learn).
+WIDTHS = (1, 2, 3, 4)
 
 
 def count_chains(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDTHS) -> dict[int, Counter]:
-    """``{hops: Counter(width -> n)}``: (start, relation chain) pairs whose set-carrying walk
-    stays non-empty, never holds an entity it held before (at width 1: a simple path, as the
-    generator samples) and never holds more than ``w`` entities, for each ``w`` in ``widths``
-    (cumulative: a width-1 chain also counts at width 2)."""
+    """``{hops: Counter(width -> n)}``: (start, relation chain) pairs whose walk
+    (library/graph/oracle.py) is a tree, as the generator requires (at width 1: a simple path),
+    never holding more than ``w`` entities, for each ``w`` in ``widths`` (cumulative: a width-1
+    chain also counts at width 2)."""
     cap = max(widths)
     counts: dict[int, Counter] = {h: Counter() for h in range(1, max_hops + 1)}
     rels = sorted(kg.relations)
 
-    def extend(held: frozenset[str], seen: frozenset[str], hops: int, widest: int) -> None:
+    def extend(held: tuple[str, ...], seen: frozenset[str], hops: int, widest: int) -> None:
         for rel in rels:
-            nxt = frozenset(d for e in held for d in kg.successors(e, rel))
-            if not nxt or len(nxt) > cap or nxt & seen:
+            hop = step(kg.successors, held, rel)
+            if len(hop.held) > cap or not grows_tree(hop, seen):
                 continue
-            width = max(widest, len(nxt))
+            width = max(widest, len(hop.held))
             for w in widths:
                 if width <= w:
                     counts[hops + 1][w] += 1
             if hops + 1 < max_hops:
-                extend(nxt, seen | nxt, hops + 1, width)
+                extend(hop.held, seen | set(hop.held), hops + 1, width)
 
     for start in kg.entities:
-        extend(frozenset([start]), frozenset([start]), 0, 1)
+        extend((start,), frozenset([start]), 0, 1)
     return counts
+
+
+def smallest_width(report: dict[str, Any], per_hop: int, hops: Iterable[int]) -> int | None:
+    """The narrowest width at which the graph has ``per_hop`` chains of every length in ``hops``
+    (None: not even at the widest counted). A heuristic: the generator's leakage and distractor
+    rules reject some chains, so ``kgr data`` tries wider widths where this one falls short."""
+    widths = sorted(int(w) for w in next(iter(report["chains"].values()), {}))
+    for w in widths:
+        if all(report["chains"].get(str(h), {}).get(str(w), 0) >= per_hop for h in hops):
+            return w
+    return None
 
 
 def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] = WIDTHS) -> dict[str, Any]:
@@ -100,33 +111,29 @@ def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] 
 
 def recommend(report: dict[str, Any], *, n_eval: int, n_train_hard: int, n_dev: int,
               eval_hops: Iterable[int] = (4, 5)) -> list[str]:
-    """What to do with this graph, in plain sentences: whether ``kgr data``'s defaults fit, and
-    what to change where they do not."""
+    """What to do with this graph, in plain sentences: whether ``kgr data``'s defaults fit, at
+    which width, and what to change where they do not."""
     eval_hops = list(eval_hops)
     per_hop = -(-(n_eval + n_train_hard + n_dev) // len(eval_hops))  # held-out questions per hop length
-    short = {h: report["chains"].get(str(h), {}).get("1", 0) for h in eval_hops}
-    lacking = {h: n for h, n in short.items() if n < per_hop}
     lines = []
     if report["functional_share"] == 1.0:
-        lines.append("every (entity, relation) has one successor: the default procedure (one entity a hop) "
-                     "solves every chain")
+        lines.append("every (entity, relation) has one successor: the TRACE holds one entity a hop")
     else:
         lines.append(f"{report['functional_share']:.0%} of (entity, relation) groups have one successor "
-                     f"(mean fan-out {report['mean_fanout']}): only chains that never branch are solvable by "
-                     "the trace procedure, and kgr data uses only those")
-    if not lacking:
-        lines.append(f"enough non-branching {'/'.join(map(str, eval_hops))}-hop chains for the default held-out "
-                     f"splits ({per_hop} a hop length needed): run `kgr data --kg {report['source']}`")
+                     f"(mean fan-out {report['mean_fanout']}): where a hop branches the TRACE carries every "
+                     "successor to the next hop, and the graph prunes the branches that lead nowhere")
+    width = smallest_width(report, per_hop, eval_hops)
+    hops_text = "/".join(map(str, eval_hops))
+    if width is not None:
+        lines.append(f"enough {hops_text}-hop chains for the default held-out splits ({per_hop} a hop length) "
+                     f"carrying at most {width} entit{'y' if width == 1 else 'ies'} a hop: run "
+                     f"`kgr data --kg {report['source']}`" + ("" if width == 1 else f" (it picks --max-width {width})"))
     else:
-        have = ", ".join(f"{n} at {h} hops" for h, n in sorted(short.items()))
-        fits = min(short.values()) * len(eval_hops)
-        lines.append(f"too few non-branching long chains ({have}; {per_hop} a hop length needed for "
-                     f"--n-eval {n_eval}, --n-train-hard {n_train_hard}, --n-dev {n_dev}): ask for at most "
-                     f"~{fits // 2} eval questions in all with smaller held-out splits, or make the graph's "
-                     "relations functional where the facts allow")
-        wide = {h: report["chains"].get(str(h), {}) for h in eval_hops}
-        widest = max((int(w) for counts in wide.values() for w in counts), default=1)
-        if all(counts.get(str(widest), 0) >= per_hop for counts in wide.values()):
-            lines.append(f"with sets of up to {widest} entities carried through a branching hop the graph would "
-                         "give enough chains; set-valued traces are not supported yet")
+        widest = max(int(w) for w in next(iter(report["chains"].values())))
+        have = ", ".join(f"{report['chains'].get(str(h), {}).get(str(widest), 0)} at {h} hops" for h in eval_hops)
+        fits = min(report["chains"].get(str(h), {}).get(str(widest), 0) for h in eval_hops) * len(eval_hops)
+        lines.append(f"too few long chains even carrying {widest} entities a hop ({have}; {per_hop} a hop length "
+                     f"needed for --n-eval {n_eval}, --n-train-hard {n_train_hard}, --n-dev {n_dev}): ask for at "
+                     f"most ~{fits // 2} held-out questions in all (smaller --n-eval, --n-train-hard, --n-dev), "
+                     "or give the graph more edges between its relations' types")
     return lines

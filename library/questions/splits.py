@@ -11,10 +11,11 @@ membership tests, never iterated. Per-split generators are seeded with strings
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -27,7 +28,8 @@ from library.jsonl import atomic_write_json, write_jsonl_atomic
 from library.graph.kg import KnowledgeGraph, load_kg
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import make_question, question_id, shuffle_question, verify_unique
-from library.graph.oracle import composable, oracle_report
+from library.graph.check import WIDTHS, count_chains, smallest_width
+from library.graph.oracle import composable, oracle_report, question_walk, tree_width
 
 SPLIT_FILES = {
     "train": "train.jsonl",
@@ -77,6 +79,10 @@ class DatasetConfig:
     # How questions order their steps (library/questions/wording.py: STEP_ORDERS): "chain" (the data
     # files') or "keyed" (later steps keyed by tags, shuffled; data/keyed, docs/FINDINGS.md finding 41)
     step_order: str = "chain"
+    # The most entities a question's TRACE may hold at one hop (library/graph/oracle.py: where a hop
+    # branches, every successor is carried). None: the narrowest of graph.check.WIDTHS that fills
+    # the splits (1 on a functional graph: no hop branches).
+    max_width: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kg_path", Path(self.kg_path))
@@ -89,6 +95,15 @@ class DatasetConfig:
             raise ValueError(f"step_order {self.step_order!r}: expected one of {STEP_ORDERS}")
         if set(self.train_hops) & set(self.eval_hops):
             raise ValueError("train_hops and eval_hops must not overlap: eval hops are the unseen ones")
+        if self.max_width is not None and self.max_width < 1:
+            raise ValueError(f"max_width {self.max_width}: a TRACE holds at least one entity a hop")
+
+    @property
+    def width(self) -> int:
+        """The resolved :attr:`max_width` (:func:`build_dataset` resolves None before building)."""
+        if self.max_width is None:
+            raise ValueError("max_width is resolved by build_dataset")
+        return self.max_width
 
 
 
@@ -130,9 +145,9 @@ class _Builder:
 
     def try_add(self, path: GoldPath) -> Question | None:
         key = question_key(path)
-        # Only chains the trace procedure can walk without choosing (library/graph/oracle.py):
-        # on a branching hop a model could not know, from the facts it was taught, which way to go.
-        if key in self.keys or not composable(self.kg, path):
+        # Only chains the procedure walks as a tree no wider than the width (library/graph/oracle.py):
+        # with lookahead ruled out, every branch is carried, and the answer is the one option held.
+        if key in self.keys or not composable(self.kg, path, self.config.width):
             return None
         q = make_question(self.kg, path, self.rng, self.split, len(self.questions) + 1, seed=self.config.seed,
                           answer_slot=self.slots.current(), max_distance=self.config.max_distance,
@@ -181,9 +196,10 @@ def _sample_split(builder: _Builder, hops: int, n: int, accept) -> None:
     if len(builder.questions) < goal:
         raise DatasetError(
             f"{kg.source}: could only make {n - (goal - len(builder.questions))} of {n} {hops}-hop "
-            f"{builder.split} questions with a unique answer that are solvable by composition (one successor at "
-            f"every hop); `kgr kg check {kg.source}` counts the chains the graph has: ask for fewer questions "
-            "(--n-eval, --n-train-hard, --n-dev) or give the graph more non-branching chains")
+            f"{builder.split} questions with a unique answer that are solvable by composition carrying at most "
+            f"{builder.config.width} entit{'y' if builder.config.width == 1 else 'ies'} a hop; `kgr kg check "
+            f"{kg.source}` counts the chains the graph has by width: ask for fewer questions "
+            "(--n-eval, --n-train-hard, --n-dev) or a wider --max-width, or give the graph more edges")
 
 
 def _extend_through(kg: KnowledgeGraph, edge: PathEdge, hops: int, pos: int, rng: random.Random) -> GoldPath | None:
@@ -365,6 +381,8 @@ class DatasetStats:
     oracle: dict[str, dict[str, float]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     step_order: str = "chain"  # the questions' wording (DatasetConfig.step_order)
+    max_width: int = 1  # the most entities a TRACE holds at one hop (DatasetConfig.max_width, resolved)
+    widths: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> widest set held -> n
     generation_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -383,11 +401,13 @@ class DatasetStats:
               ...
         """
         lines = [f"Questions from {self.kg['source']} ({self.kg['entities']} entities, {self.kg['edges']} edges), "
-                 f"seed {self.seed}, steps in {self.step_order} order, in {self.generation_seconds:.1f} s"]
+                 f"seed {self.seed}, steps in {self.step_order} order, at most {self.max_width} "
+                 f"entit{'y' if self.max_width == 1 else 'ies'} held a hop, in {self.generation_seconds:.1f} s"]
         for split, by_hop in self.counts.items():
             hops = ", ".join(f"{h}: {n}" for h, n in by_hop.items())
             letters = " ".join(f"{k}{v}" for k, v in self.answer_letters[split].items())
-            lines.append(f"  {split:<14} {sum(by_hop.values()):>5}  hops {hops}   answers {letters}   "
+            widths = "" if self.max_width == 1 else "   widths " + ", ".join(f"{w}: {n}" for w, n in self.widths[split].items())
+            lines.append(f"  {split:<14} {sum(by_hop.values()):>5}  hops {hops}{widths}   answers {letters}   "
                          f"prompt {self.mean_prompt_chars[split]:.0f} chars (max {self.max_prompt_chars[split]})")
         verified = sum(ok for ok, _ in self.unique_verified.values())
         total = sum(n for _, n in self.unique_verified.values())
@@ -408,21 +428,71 @@ def _hop_counts(questions: list[Question]) -> dict[str, int]:
     return {str(h): c[h] for h in sorted(c)}
 
 
+def _width_counts(kg: KnowledgeGraph, questions: list[Question]) -> dict[str, int]:
+    c = Counter(tree_width(q.meta["start"], question_walk(kg, q)) for q in questions)
+    return {str(w): c[w] for w in sorted(c)}
+
+
 def _sources(questions: list[Question]) -> dict[str, int]:
     c = Counter(d["source"] for q in questions for d in q.meta["distractors"])
     return {k: v for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
+def source_kg(data_dir: str | Path) -> Path:
+    """The KG a folder of splits was generated from: the one its stats.json names (as ``kgr
+    data`` was given it), else ``kg.json`` beside the splits.
+
+    >>> source_kg("data")
+    PosixPath('data/kg.json')
+    """
+    data_dir = Path(data_dir)
+    stats = data_dir / STATS_FILE
+    if stats.exists():
+        try:
+            source = json.loads(stats.read_text())["kg"]["source"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataFileError(stats, f"names no KG (kg.source): {exc}") from exc
+        if Path(source).exists():
+            return Path(source)
+        raise DataFileError(stats, f"names the KG {source}, which does not exist here; pass --kg")
+    if (data_dir / "kg.json").exists():
+        return data_dir / "kg.json"
+    raise DataFileError(data_dir, "has no stats.json naming its KG and no kg.json; pass --kg")
+
+
 def build_dataset(config: DatasetConfig) -> DatasetStats:
     """Generate all four splits from ``config.kg_path`` into ``config.out_dir`` and return stats.
+
+    With ``config.max_width`` None, the narrowest width of :data:`WIDTHS` whose chains fill the
+    splits is used: the count of chains (:func:`library.graph.check.count_chains`) names where
+    to start, and a width whose splits still cannot be filled (leakage and distractor rules
+    reject chains too) gives way to the next.
 
     Raises :class:`library.errors.DataFileError` for a bad KG file and :class:`DatasetError`
     when the graph cannot supply the questions or (never expected) a check fails; in both
     cases nothing is written.
     """
-    t0 = time.perf_counter()
     if Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
         raise DataFileError(config.out_dir, "is a file; --out takes the folder the splits are written to")
+    if config.max_width is not None:
+        return _build_at_width(config)
+    kg = load_kg(config.kg_path)
+    per_hop = -(-(config.n_eval + config.n_train_hard + config.n_dev) // len(config.eval_hops))
+    report = {"chains": {str(h): {str(w): n for w, n in sorted(c.items())}
+                         for h, c in count_chains(kg, max(config.eval_hops), WIDTHS).items()}}
+    first = smallest_width(report, per_hop, config.eval_hops) or max(WIDTHS)
+    error: DatasetError | None = None
+    for width in [w for w in WIDTHS if w >= first]:
+        try:
+            return _build_at_width(replace(config, max_width=width))
+        except DatasetError as exc:
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _build_at_width(config: DatasetConfig) -> DatasetStats:
+    t0 = time.perf_counter()
     kg = load_kg(config.kg_path)
     disable = None if config.progress is None else not config.progress
     bars = {split: tqdm(total=n, desc=f"{split:<10}", unit="q", disable=disable, leave=False)
@@ -479,6 +549,8 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
         max_prompt_chars={name: max((len(q.prompt) for q in qs), default=0) for name, qs in splits.items()},
         oracle=oracle,
         step_order=config.step_order,
+        max_width=config.width,
+        widths={name: _width_counts(kg, qs) for name, qs in splits.items()},
     )
     for name, qs in splits.items():
         path = config.out_dir / SPLIT_FILES[name]

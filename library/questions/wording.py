@@ -21,6 +21,17 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 >>> reference_trace(kg, path, style="clauses")
 'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
 
+Where a hop branches, the TRACE carries every successor (library/graph/oracle.py) and ends by
+naming the one it answers with:
+
+>>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "toy",
+...     "entities": [{"id": i, "label": i, "type": "t"} for i in ("flour", "bread", "pasta", "oven", "pot")],
+...     "relations": [{"id": "makes", "label": "makes"}, {"id": "cooked_in", "label": "is cooked in"}],
+...     "edges": [{"src": "flour", "rel": "makes", "dst": "bread"}, {"src": "flour", "rel": "makes", "dst": "pasta"},
+...               {"src": "bread", "rel": "cooked_in", "dst": "oven"}, {"src": "pasta", "rel": "cooked_in", "dst": "pot"}]})
+>>> reference_trace(kg, kg.path_from_entities(["flour", "pasta", "pot"], ["makes", "cooked_in"]))
+'flour makes [Q] bread and pasta [Q], which is cooked in [?]: bread is cooked in [?] oven, pasta is cooked in [?] pot; so pot.'
+
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from typing import Any, Iterable, Sequence
 from library.scoring.answer_format import FORMAT_INSTRUCTIONS, render_completion, tag_answer
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
 from library.graph.kg import KnowledgeGraph
+from library.graph.oracle import Hop, set_walk
 
 #: How a question orders its steps (``kgr data --step-order``; docs/FINDINGS.md findings 40-41):
 #: "chain" writes them in the chain's order ("It leads to [K], which is caused by [G], ..."), the
@@ -119,11 +131,14 @@ def step_order_of(question: str) -> str:
     return "keyed" if _KEYED_STEP_RE.search(question) else "chain"
 
 
-def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
-    """One hop in the words of a TRACE clause (the single wording of a fact in this project).
+def fact_clause(kg: Any, src: str, rel: str, dst: str | Sequence[str], tag: str) -> str:
+    """One hop from one entity in the words of a TRACE clause (the single wording of a fact in
+    this project).
 
     ``"<src> <relation> [tag] <dst> [tag]"``; a hop into the last blank (``tag == "?"``) has no
-    closing tag (the TRACE puts the option's letter there). The subject is restated next to the
+    closing tag (the TRACE puts the option's letter there). Where the entity has several
+    successors under the relation (``dst`` a sequence), the clause names them all, joined by
+    "and" (the reward reads each as a claim of its own). The subject is restated next to the
     relation in every clause, exactly as knowledge rows teach the fact: measured on dev with
     ``", which <relation> [tag] <dst>"`` clauses, the same model recalled 84% of the chains'
     facts in this form but only 42% inside the TRACE (docs/FINDINGS.md).
@@ -131,13 +146,23 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str, tag: str) -> str:
     >>> from library.graph.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
     ...     "entities": [{"id": "s", "label": "disk full", "type": "symptom"},
-    ...                  {"id": "c", "label": "unrotated logs", "type": "cause"}],
+    ...                  {"id": "c", "label": "unrotated logs", "type": "cause"},
+    ...                  {"id": "d", "label": "debug logging", "type": "cause"}],
     ...     "relations": [{"id": "caused_by", "label": "is caused by"}], "edges": []})
     >>> fact_clause(kg, "s", "caused_by", "c", "K"), fact_clause(kg, "s", "caused_by", "c", "?")
     ('disk full is caused by [K] unrotated logs [K]', 'disk full is caused by [?] unrotated logs')
+    >>> fact_clause(kg, "s", "caused_by", ["c", "d"], "K")
+    'disk full is caused by [K] unrotated logs and debug logging [K]'
     """
+    objects = " and ".join(kg.label(d) for d in ([dst] if isinstance(dst, str) else dst))
     closing = f" [{tag}]" if tag != FINAL_TAG else ""
-    return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {kg.label(dst)}{closing}"
+    return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {objects}{closing}"
+
+
+def hop_clauses(kg: Any, hop: Hop, tag: str) -> str:
+    """Everything a TRACE states at one hop of the procedure (library/graph/oracle.py): one
+    :func:`fact_clause` for each held entity with successors, joined by commas."""
+    return ", ".join(fact_clause(kg, src, hop.rel, dsts, tag) for src, dsts in hop.clauses)
 
 
 #: TRACE wordings (``sft.trace_style``): "copy" is the data files' reference; "clauses" is the
@@ -176,25 +201,31 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy", ste
     training sets taught that shortcut (findings 24-25); copying up to the end is one rule at
     every tag and any chain length, and a copy that ends early is visibly wrong.
     """
-    tags = blank_tags(path.entities[0], [e.rel for e in path.edges])
+    chain = [e.rel for e in path.edges]
+    tags = blank_tags(path.entities[0], chain)
     if style not in TRACE_STYLES:
         raise ValueError(f"trace style {style!r}: expected one of {TRACE_STYLES}")
     if step_order not in STEP_ORDERS:
         raise ValueError(f"step order {step_order!r}: expected one of {STEP_ORDERS}")
-    clauses = [fact_clause(kg, e.src, e.rel, e.dst, tag) for e, tag in zip(path.edges, tags)]
+    hops = set_walk(kg.successors, path.entities[0], chain)
+    if len(hops) != len(chain) or path.entities[-1] not in hops[-1].held:
+        raise ValueError(f"the procedure cannot walk {path.entities[0]} along {chain} to {path.entities[-1]} in this KG")
+    clauses = [hop_clauses(kg, hop, tag) for hop, tag in zip(hops, tags)]
+    # Where the last hop holds several entities, the TRACE names the one it answers with.
+    choice = f"; so {kg.label(path.entities[-1])}" if len(hops[-1].held) > 1 else ""
     if style == "clauses":
-        return ", ".join(clauses) + "."
+        return ", ".join(clauses) + choice + "."
     if step_order == "keyed":
         if style != "copy":
             raise ValueError(f"trace style {style!r} is not defined for keyed questions: use 'copy' or 'clauses'")
-        copied = [""] + ["; " + step + ": " for step in keyed_steps(kg, [e.rel for e in path.edges], tags)]
-        return "".join(step + clause for step, clause in zip(copied, clauses)) + "."
-    later = [f", which {kg.relation_label(e.rel)} [{tag}]" for e, tag in zip(path.edges[1:], tags[1:])]
+        copied = [""] + ["; " + step + ": " for step in keyed_steps(kg, chain, tags)]
+        return "".join(step + clause for step, clause in zip(copied, clauses)) + choice + "."
+    later = [f", which {kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain[1:], tags[1:])]
     if style == "copy":
         steps = [""] + [step + ": " for step in later]
     else:  # "rest": everything the question still asks, from the tag just written to its end
         steps = [""] + ["".join(later[i:]) + ": " for i in range(len(later))]
-    return "".join(step + clause for step, clause in zip(steps, clauses)) + "."
+    return "".join(step + clause for step, clause in zip(steps, clauses)) + choice + "."
 
 
 def render_prompt(question: str, options: dict[str, str]) -> str:

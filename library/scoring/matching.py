@@ -18,6 +18,9 @@ Design notes
 * Claims: in each clause (split at ``; . , ! ? :``, newlines, "and", "which", ...) an
   ``entity relation entity`` sequence is a claimed edge; a relation's subject may be
   carried over a clause break ("X is caused by Y, which is fixed by Z"), its object not.
+  One exception: "and" right after a claim's object lists another object of the same
+  subject and relation ("X leads to Y and Z" claims both edges), which is how a TRACE states
+  every successor at a branching hop (library/graph/oracle.py).
 """
 
 from __future__ import annotations
@@ -193,7 +196,15 @@ class TraceScanner:
         """``(entity ids in order with repeats, claimed edges in order)``.
 
         A claim is ``entity relation entity`` with nothing recognised in between except
-        unrecognised words; chains share their middle entity ("X r1 Y r2 Z").
+        unrecognised words; chains share their middle entity ("X r1 Y r2 Z"); "and" right after
+        an object continues the list of objects ("X r1 Y and Z").
+
+        >>> from library.graph.kg import KnowledgeGraph
+        >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "edges": [],
+        ...     "entities": [{"id": i, "label": i.lower(), "type": "t"} for i in "xyzw"],
+        ...     "relations": [{"id": "r", "label": "leads to"}]})
+        >>> TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan("x leads to y and z, w and x")[1]
+        [('x', 'r', 'y'), ('x', 'r', 'z')]
         """
         ent_get = self.entities.ids.get
         rel_get = self.relations.ids.get
@@ -201,22 +212,25 @@ class TraceScanner:
         claims: list[tuple[str, str, str]] = []
         subject: str | None = None  # the last entity, unless a relation came after it
         pending: tuple[str, str] | None = None  # (subject, relation) awaiting an object
-        for e, r, _sep in self.regex.findall(lowered):
+        listing: tuple[str, str] | None = None  # (subject, relation) whose object came last
+        for e, r, sep in self.regex.findall(lowered):
             if e:
                 ident = ent_get(e) or self.entities.lookup(e)
                 if ident is None:
                     continue
                 ents.append(ident)
+                listing = None
                 if pending is not None:
                     claims.append((pending[0], pending[1], ident))
-                    pending = None
+                    listing, pending = pending, None
                 subject = ident
             elif r:
                 rel = rel_get(r) or self.relations.lookup(r)
                 pending = (subject, rel) if subject is not None and rel is not None else None
-                subject = None
+                subject = listing = None
             else:
-                pending = None
+                pending = listing if sep == "and" else None
+                listing = None
         return ents, claims
 
 
@@ -240,22 +254,28 @@ def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]
 
 
 #: What :func:`first_departure` can say of a TRACE, in the order a reader checks it.
-DEPARTURES = ("on_path", "relation", "fact", "subject", "short", "long")
+DEPARTURES = ("on_path", "relation", "fact", "subject", "branch", "short", "long")
 
 
-def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> tuple[str, int | None]:
-    """Where a TRACE's claims first leave the gold path: ``(kind, step)``, step 1-based.
+def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any],
+                    procedure: Sequence[tuple[str, str, str, int]] | None = None) -> tuple[str, int | None]:
+    """Where a TRACE's claims first leave the procedure: ``(kind, hop)``, hop 1-based.
 
-    Claim *i* is held against the gold path's hop *i* (the TRACE states one fact per hop, in the
-    question's order), and the first mismatch is named by what went wrong there:
+    ``procedure`` lists the claims an honest TRACE makes, in order, each with its hop:
+    ``(src, rel, dst, hop)`` (library/graph/oracle.py: walk_edges; where a hop branches, one claim
+    per successor of every held entity). Without it, the gold path: one claim per hop. Claim *i*
+    is held against the procedure's claim *i*, and the first mismatch is named by what went
+    wrong there:
 
-    - ``relation``: another relation than the question's *i*-th: the model lost its place in
-      the question's chain (a procedure error, whatever it knows);
-    - ``subject``: the right relation from another entity than the previous object;
+    - ``relation``: another relation than the hop's: the model lost its place in the question's
+      chain (a procedure error, whatever it knows);
+    - ``branch``: a claim the procedure makes, out of its turn: a branch dropped (or reordered)
+      at this hop;
+    - ``subject``: the right relation from another entity than one held;
     - ``fact``: the right relation from the right entity, a wrong object: a fact not recalled;
     - ``short``: every claim matches but the TRACE stopped before the last hop;
-    - ``long``: the whole path, then more claims;
-    - ``on_path`` (step None): exactly the gold path (a wrong answer then is the letter's fault).
+    - ``long``: the whole procedure, then more claims;
+    - ``on_path`` (hop None): exactly the procedure (a wrong answer then is the letter's fault).
 
     >>> from library.contracts import PathEdge
     >>> gold = [PathEdge(src="A", rel="r", dst="B"), PathEdge(src="B", rel="s", dst="C")]
@@ -266,20 +286,42 @@ def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> tuple
     (('relation', 2), ('fact', 1))
     >>> first_departure([c("A", "r", "B")], gold), first_departure([c("A", "r", "B"), c("X", "s", "C")], gold)
     (('short', 2), ('subject', 2))
+
+    Where hop 1 branches (A leads to B and D), the TRACE must carry D's branch too:
+
+    >>> walk = [("A", "r", "B", 1), ("A", "r", "D", 1), ("B", "s", "C", 2), ("D", "s", "E", 2)]
+    >>> first_departure([c("A", "r", "B"), c("A", "r", "D"), c("B", "s", "C"), c("D", "s", "E")], gold, walk)
+    ('on_path', None)
+    >>> first_departure([c("A", "r", "B"), c("A", "r", "D"), c("B", "s", "C")], gold, walk)
+    ('short', 2)
+    >>> first_departure([c("A", "r", "B"), c("B", "s", "C")], gold, walk)   # D was dropped
+    ('branch', 1)
     """
-    for step, edge in enumerate(gold_edges, start=1):
-        if step > len(claims):
-            return "short", step
-        claim = claims[step - 1]
-        if claim.rel != edge.rel:
-            return "relation", step
-        if claim.src != edge.src:
-            return "subject", step
-        if claim.dst != edge.dst:
-            return "fact", step
-    if len(claims) > len(gold_edges):
-        return "long", len(gold_edges) + 1
+    expected = (list(procedure) if procedure is not None
+                else [(e.src, e.rel, e.dst, i) for i, e in enumerate(gold_edges, start=1)])
+    stated = {(s, r, d) for s, r, d, _ in expected}
+    for i, (src, rel, dst, hop) in enumerate(expected):
+        if i >= len(claims):
+            return "short", hop
+        claim = claims[i]
+        if (claim.src, claim.rel, claim.dst) == (src, rel, dst):
+            continue
+        if (claim.src, claim.rel, claim.dst) in stated:
+            return "branch", hop
+        if claim.rel != rel:
+            return "relation", hop
+        if claim.src != src:
+            return "subject", hop
+        return "fact", hop
+    if len(claims) > len(expected):
+        return "long", (expected[-1][3] + 1) if expected else 1
     return "on_path", None
+
+
+def procedure_claims(hops: Sequence[Any]) -> list[tuple[str, str, str, int]]:
+    """``(src, rel, dst, hop)`` for :func:`first_departure` from the procedure's hops
+    (library/graph/oracle.py: set_walk)."""
+    return [(src, h.rel, dst, i) for i, h in enumerate(hops, start=1) for src, dsts in h.clauses for dst in dsts]
 
 
 def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:

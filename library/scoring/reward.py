@@ -54,8 +54,10 @@ the penalty removes, so the four bars of the video add up to the total under bot
 Design notes
 ------------
 * Entities, relations and claimed edges are found by :mod:`library.scoring.matching` (one scanner).
-  Edge credit = in-order gold edges / hops, times precision (distinct gold edges claimed /
-  claims), so a dump of every true edge or the path repeated ten times earns little.
+  Edge credit = in-order gold edges / hops, times precision (distinct edges of the procedure
+  claimed / claims: the gold path, plus on a branching graph the branches the procedure
+  carries, library/graph/oracle.py), so a dump of every true edge or the path repeated ten
+  times earns little, and an honest set-valued TRACE as much as the gold path alone.
 * Everything per question (gold entity set, gold edge order, path tokens) is computed
   once and cached by question id.
 """
@@ -71,6 +73,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 from library.scoring.answer_format import is_correct, parse_completion
 from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion, Question, RewardBreakdown, Scored
 from library.graph.kg import KnowledgeGraph
+from library.graph.oracle import question_walk, walk_edges
 from library.scoring.matching import EntityMatcher, RelationMatcher, TraceScanner, longest_increasing_subsequence
 
 try:  # the C helper behind Counter(); counting into a plain dict skips Counter's overhead
@@ -220,7 +223,7 @@ class RewardConfig:
 class _QuestionData:
     """What scoring needs from a question, computed once."""
 
-    __slots__ = ("entities", "gold", "n_gold", "edge_index", "hops", "tokens", "n_tokens")
+    __slots__ = ("entities", "gold", "n_gold", "edge_index", "procedure", "hops", "tokens", "n_tokens")
 
     def __init__(self, kg: KnowledgeGraph, q: Question):
         self.entities = list(q.path_star.entities)
@@ -229,6 +232,9 @@ class _QuestionData:
         self.edge_index: dict[tuple[str, str, str], int] = {}
         for i, e in enumerate(q.path_star.edges):
             self.edge_index.setdefault((e.src, e.rel, e.dst), i)
+        # Every edge the procedure states (the gold path, and where a hop branches, the branches
+        # it carries): true claims that follow the procedure never cost precision.
+        self.procedure = frozenset(walk_edges(question_walk(kg, q))).union(self.edge_index)
         self.hops = len(q.path_star.edges)
         self.tokens = path_tokens(kg, [e for e in self.entities if e in kg.entities])
         self.n_tokens = len(self.tokens)
@@ -319,19 +325,24 @@ class RewardModel:
         # edge-verified component (always measured, added only when enabled)
         order = []
         false_edges = 0
+        procedure = qd.procedure
+        followed = set()
         for c in claims:
             i = edge_index.get(c)
             if i is not None:
                 order.append(i)
             elif c not in kg_edges:
                 false_edges += 1
+            if c in procedure:
+                followed.add(c)
         edge_hits = longest_increasing_subsequence(order) if order else 0
         edge_raw = 0.0
         if valid:
             share = edge_hits / qd.hops if qd.hops else 0.0
-            # Precision: each claim must add a new gold step, so burying the path among
-            # other true edges or repeating it earns proportionally less.
-            precision = len(set(order)) / len(claims) if order else 0.0
+            # Precision: each claim must state a new edge of the procedure (the gold path, or a
+            # branch the procedure carries), so burying the path among other true edges or
+            # repeating it earns proportionally less.
+            precision = len(followed) / len(claims) if order else 0.0
             edge_raw = cfg.edge_weight * share * precision - min(cfg.edge_false_cap, cfg.edge_false_penalty * false_edges)
         edge_reward = edge_raw if cfg.edge_verified else 0.0
 

@@ -158,3 +158,35 @@ def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str,
 
 class LeakageError(RuntimeError):
     """An evaluation question reached a training phase."""
+
+
+def fit_generation_lengths(config: TrainConfig, kg: Any, selection: Selection, tokenizer: Any) -> tuple[TrainConfig, list[str]]:
+    """``config`` with every generation window at least as long as the longest reference
+    completion it must hold (+1 for the end token), and a line for each window raised.
+
+    The profiles' windows are measured on the committed graph; a graph whose TRACEs carry sets
+    (library/graph/oracle.py) writes longer ones, and a window shorter than the reference cuts
+    off right answers. Only lengths are read, never answers.
+    """
+    from library.questions.wording import reference_completion
+
+    style = config.sft.trace_style
+
+    def longest(questions: Sequence[Question]) -> int:
+        return max((len(tokenizer(reference_completion(q, kg=kg, style=style), add_special_tokens=False).input_ids)
+                    for q in questions), default=0) + 1
+
+    windows = {("eval", "max_new_tokens"): selection.eval + selection.train_sample,
+               ("rsft", "max_new_tokens"): selection.rsft_prompts if config.rsft.enabled else [],
+               ("grpo", "max_completion_length"): selection.grpo_pool}
+    notes: list[str] = []
+    updates: dict[str, Any] = {}
+    if not config.generation.fit_windows:
+        return config, notes
+    for (section, name), questions in windows.items():
+        current, need = getattr(getattr(config, section), name), longest(questions)
+        if need > current:
+            updates[section] = getattr(config, section).model_copy(update={name: need})
+            notes.append(f"{section}.{name} {current} -> {need}: the longest reference completion it generates "
+                         f"for is {need - 1} tokens")
+    return (config.model_copy(update=updates) if updates else config), notes

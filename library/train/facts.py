@@ -28,14 +28,14 @@ import random
 from typing import Any, Sequence
 
 from library.contracts import BLANK_TAG_POOL
-from library.questions.wording import KNOWLEDGE_PROMPT, fact_clause, fact_groups  # noqa: F401 (fact_groups: doctest)
+from library.questions.wording import KNOWLEDGE_PROMPT, fact_clause, fact_groups
 
 
 def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
                    path_traces: Sequence[str] = (), path_passes: float = 0.0) -> list[tuple[str, str]]:
     """``(user_text, completion)`` pairs teaching every KG fact ``epochs`` times.
 
-    A fact is written as the TRACE clause that uses it (:func:`fact_clause`, under a fresh
+    A fact group (an entity's successors under one relation) is written as the TRACE clause that uses it (:func:`fact_clause`, under a fresh
     random tag each time: the tag carries no information, so the model learns to recall the
     object past it). Each epoch shuffles the facts (seeded) and cuts them into rows of
     ``facts_per_row`` newline-separated clauses under :data:`KNOWLEDGE_PROMPT`, so a fact
@@ -60,14 +60,16 @@ def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
     >>> knowledge_rows(kg, epochs=1, facts_per_row=2, seed=0)
     [('State facts.', 'b leads to [J] c [J].\\na leads to [W] b [W].')]
     """
-    edges = sorted((e.src, e.rel, e.dst) for e in kg.edges)
+    # One clause per (entity, relation) naming all its successors: the clause a TRACE states at a
+    # hop (on a functional graph, one fact a clause).
+    groups = fact_groups(kg, kg.edges)
     rng = random.Random(f"{seed}:knowledge")
     pool = sorted(path_traces)
     extra = rng.sample(pool * (int(path_passes) + 1), round(path_passes * len(pool))) if pool and path_passes else []
     per_epoch = [extra[i::epochs] for i in range(epochs)] if epochs else [extra]
     rows = []
     for chunk in per_epoch:
-        order = [f"{fact_clause(kg, src, rel, dst, rng.choice(BLANK_TAG_POOL))}." for src, rel, dst in edges] if epochs else []
+        order = [f"{fact_clause(kg, src, rel, dsts, rng.choice(BLANK_TAG_POOL))}." for src, rel, dsts in groups] if epochs else []
         order += chunk
         rng.shuffle(order)
         for i in range(0, len(order), facts_per_row):

@@ -44,7 +44,7 @@ from rich.console import Console
 
 from library.config import TrainConfig
 from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection, load_data, make_selection
+from library.train.data import DataBundle, Selection, fit_generation_lengths, load_data, make_selection
 from library.evaluation.monitor import monitor_block
 from library.evaluation.phase import evaluate_phase
 
@@ -320,6 +320,17 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
     with main_process_first():  # a model converted and cached on first use is written once
         base, tokenizer = load_model(config.model, device=backend.eval_device)
     meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
+    # After meta's config (what was asked for, which resume and experiments compare against):
+    # the windows the phases generate in, raised where the data's TRACEs are longer.
+    config, raised = fit_generation_lengths(config, data.kg, selection, tokenizer)
+    for line in raised:
+        console.print(f"[yellow]generation window raised[/]: {line}")
+    if raised and meta.get("generation_windows") != raised:
+        meta["generation_windows"] = raised
+        for section in ("rsft", "grpo", "eval"):
+            meta["hyperparameters"][section] = getattr(config, section).model_dump(mode="json")
+        if writer:
+            run.write_meta(meta)
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
         metrics.setdefault(key, {})
