@@ -387,7 +387,7 @@ def migrate(
         except (DataFileError, ValueError) as exc:
             fail(exc)
         typer.echo(f"{run}: {counts['episodes']} episode(s) in {counts['files']} file(s), "
-                   f"{counts['meta']} meta.json updated")
+                   f"{counts['meta']} meta.json updated, {counts['metrics']} metrics block(s) given `grounded`")
 
 
 def _load_plugins() -> None:

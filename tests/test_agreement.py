@@ -107,7 +107,31 @@ def test_old_logs_are_refused_by_name_then_migrated_once_to_the_one_format(agree
         run.read_episodes()
     assert migrate_run(run.path)["episodes"] == len(current)
     assert [json.loads(x) for x in run.episodes_path.read_text().splitlines()] == [json.loads(x) for x in current]
-    assert migrate_run(run.path) == {"episodes": 0, "files": 0, "meta": 0}
+    assert migrate_run(run.path) == {"episodes": 0, "files": 0, "meta": 0, "metrics": 0}
+
+
+def test_migrate_gives_old_metrics_the_grounded_count_of_their_episodes(tmp_path):
+    """metrics.json written before ``grounded`` was counted gets it from the run's episodes, by
+    the metrics' own function: the committed quick run's blocks come back as they are."""
+    import shutil
+    from pathlib import Path
+
+    from library.runs.migrate import migrate_run
+
+    quick = Path(__file__).resolve().parents[1] / "data" / "runs" / "quick"
+    run = tmp_path / "quick"
+    run.mkdir()
+    for name in ("meta.json", "metrics.json", "episodes.jsonl"):
+        shutil.copy(quick / name, run / name)
+    current = json.loads((run / "metrics.json").read_text())
+    old = json.loads(json.dumps(current))
+    blocks = [b for split in ("eval", "train_sample") for b in old[split].values()]
+    for block in blocks:
+        del block["grounded"]
+    (run / "metrics.json").write_text(json.dumps(old))
+    assert migrate_run(run)["metrics"] == len(blocks) == 8
+    assert json.loads((run / "metrics.json").read_text()) == current
+    assert current["eval"]["grpo"]["grounded"]["correct"] == 67  # of 97 right answers
 
 
 def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch):

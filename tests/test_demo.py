@@ -324,3 +324,12 @@ def test_the_monitor_chart_reads_the_run(tmp_path):
     assert shown == [{"phase": "grpo", "step": 1, "status": "warning", "rule": step["rule"],
                       "ratios": {"spam_rate": 1.2, "option_listing_rate": 0.0,
                                  "coverage_without_correctness_rate": 0.0, "kl": 0.2}}]
+
+
+def test_the_page_headline_counts_grounded_right_answers():
+    """The phase table shows right answers whose TRACE states the gold path (metrics.json
+    ``grounded``) beside accuracy: on the committed food run, 117 of GRPO's 130."""
+    site = collect([REPO / "data" / "runs" / "food"])
+    headline = site.runs[0]["headline"]["eval"]
+    assert (headline["grpo"]["correct"], headline["grpo"]["grounded"]) == (130, 117)
+    assert headline["base"]["grounded"] == 0

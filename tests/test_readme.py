@@ -12,8 +12,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 RUNS = REPO / "data" / "runs"
-CANONICAL_RUNS = ("reference", "quick")
-HEADER = ("run", "phase", "correct / n", "accuracy [95% CI]", "paired",
+CANONICAL_RUNS = ("reference", "quick", "food")
+HEADER = ("run", "phase", "correct / n", "accuracy [95% CI]", "grounded right", "paired",
           "difference, points [95% CI]", "only later / only earlier")
 
 
@@ -84,12 +84,15 @@ def test_results_table_covers_every_phase_of_the_canonical_runs():
 @pytest.mark.parametrize("row", _results_rows(), ids=lambda row: f"{row[0].strip('`')}-{row[1]}")
 def test_results_table_numbers_come_from_metrics_json(row):
     assert len(row) == len(HEADER), row
-    run, phase, correct_n, accuracy, paired, difference, discordant = row
+    run, phase, correct_n, accuracy, grounded, paired, difference, discordant = row
     metrics = _metrics(run.strip("`"))
     block = metrics["ablation"] if phase == "ablation" else metrics["eval"][phase]
     assert correct_n == f"{block['correct']} / {block['n']}"
     lo, hi = block["accuracy_ci"]
     assert accuracy == f"{_pct(block['accuracy'])}% [{_pct(lo)}, {_pct(hi)}]"
+    g = block.get("grounded")
+    assert grounded == ("–" if g is None else "0" if block["correct"] == 0
+                        else f"{g['correct']} ({100 * g['share_of_correct']:.0f}%)"), (grounded, g)
     if not paired:
         assert difference == "" and discordant == "", row
         return

@@ -532,3 +532,25 @@ def test_scored_claims_are_the_extracted_claims(odd_kg, name):
         assert s.reward.model_dump() == rm.components(q, text), repr(text)
         n_claims += len(claims)
     assert n_claims > 500  # the random texts really make claims
+
+
+def test_the_committed_quick_run_scores_the_same_under_the_set_valued_procedure():
+    """On the functional graph every walk holds one entity, so the reward that credits carried
+    branches (library/graph/oracle.py) gives every logged eval answer of data/runs/quick the
+    score and the claims it was logged with."""
+    from pathlib import Path
+
+    from library.runs.reader import RunView
+
+    run = RunView.open(Path(__file__).resolve().parents[1] / "data" / "runs" / "quick")
+    rm = RewardModel.from_preset(run.kg, run.meta["reward"]["eval"]["name"])
+    checked = 0
+    for phase in ("sft", "grpo"):
+        eps = run.eval_episodes(phase, "eval")
+        qs = run.questions_for(eps.values())
+        for ep in eps.values():
+            scored = rm.score(qs[ep.ex_id], ep.completion)
+            assert scored.reward.model_dump() == ep.reward.model_dump(), ep.ex_id
+            assert scored.parsed.claims == ep.parsed.claims, ep.ex_id
+            checked += 1
+    assert checked == 300

@@ -219,7 +219,8 @@ def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
             continue
         out[split] = {phase: {k: block[phase].get(k) for k in ("n", "correct", "accuracy", "accuracy_ci",
                                                                  "valid_format_rate", "path_coverage", "spam_rate")}
-                      | {"reward_total": (block[phase].get("reward") or {}).get("total")}
+                      | {"reward_total": (block[phase].get("reward") or {}).get("total"),
+                         "grounded": (block[phase].get("grounded") or {}).get("correct")}
                       for phase in PHASES if isinstance(block.get(phase), dict)}
     return out
 

@@ -10,7 +10,10 @@ What older runs lack, and what is written instead:
 - an episode without ``kind`` is an ``eval`` answer unless it is an RSFT/GRPO sample
   (a ``sample_idx``, or a training step on a training split); ``correct`` is the one
   correctness rule (:func:`library.scoring.answer_format.is_correct`);
-- ``meta.json`` loses settings of generation engines that no longer exist.
+- ``meta.json`` loses settings of generation engines that no longer exist;
+- a ``metrics.json`` evaluation block without ``grounded`` (right answers whose TRACE states the
+  gold path) gets it from that phase's eval episodes, by the metrics' own function, when they
+  give the block's ``correct`` and ``n`` back.
 
 Files are rewritten atomically and only when something changed; a current run is left as it is.
 """
@@ -23,7 +26,7 @@ from typing import Any
 
 from library.contracts import EVAL_KIND, ROLLOUT_KIND, Claim, Question
 from library.jsonl import atomic_write_text, iter_jsonl
-from library.runs.folder import EPISODES, META
+from library.runs.folder import EPISODES, META, RunDir
 from library.runs.reader import RunView
 from library.scoring.answer_format import is_correct
 from library.scoring.reward import RewardModel
@@ -96,4 +99,32 @@ def migrate_run(path: str | Path, *, data_dir: str | Path | None = None, kg: str
             atomic_write_text(file, "".join(lines))
             counts["episodes"] += changed
             counts["files"] += 1
+    counts["metrics"] = _add_grounded(RunView.open(path, data_dir=data_dir, kg=kg))
     return counts
+
+
+def _add_grounded(view: RunView) -> int:
+    """Add the ``grounded`` block to every evaluation block of metrics.json that lacks it; the
+    number of blocks added."""
+    from library.evaluation.evaluate import metrics_from_episodes
+
+    metrics_path = view.path / "metrics.json"
+    if not metrics_path.exists():
+        return 0
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    added = 0
+    for split, phases in metrics.items():
+        if not isinstance(phases, dict):
+            continue
+        for phase, block in phases.items():
+            if not (isinstance(block, dict) and "accuracy" in block and "n" in block) or "grounded" in block:
+                continue
+            episodes = list(view.eval_episodes(phase, split).values())
+            fresh = metrics_from_episodes(episodes) if episodes else None
+            if fresh is None or (fresh["n"], fresh["correct"]) != (block["n"], block["correct"]):
+                continue  # the log does not give this block back: leave it as it is
+            block["grounded"] = fresh["grounded"]
+            added += 1
+    if added:
+        RunDir(view.path).write_metrics(metrics)
+    return added

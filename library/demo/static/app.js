@@ -134,14 +134,16 @@ function renderRunInfo() {
   if (split) {
     const t = el("table", { class: "headline", id: "headline" });
     const tr0 = el("tr");
-    for (const h of ["phase", `${split} accuracy`, "95% CI", "n", "format ok", "path coverage", "mean reward"]) tr0.appendChild(el("th", {}, h));
+    for (const h of ["phase", `${split} accuracy`, "95% CI", "n", "grounded right", "format ok", "path coverage", "mean reward"]) tr0.appendChild(el("th", {}, h));
     t.appendChild(tr0);
     for (const p of PHASES) {
       const h = r.headline[split][p];
       if (!h) continue;
       const tr = el("tr", { "data-phase": p });
       const ci = h.accuracy_ci ? `[${pct(h.accuracy_ci[0])}, ${pct(h.accuracy_ci[1])}]` : "–";
-      for (const v of [p.toUpperCase(), pct(h.accuracy), ci, h.n, pct(h.valid_format_rate), fmt(h.path_coverage), fmt(h.reward_total)]) tr.appendChild(el("td", {}, String(v)));
+      // right answers whose TRACE states the whole gold path (metrics.json "grounded"), of all right ones
+      const grounded = h.grounded == null ? "–" : (h.correct ? `${h.grounded} of ${h.correct}` : "0");
+      for (const v of [p.toUpperCase(), pct(h.accuracy), ci, h.n, grounded, pct(h.valid_format_rate), fmt(h.path_coverage), fmt(h.reward_total)]) tr.appendChild(el("td", {}, String(v)));
       t.appendChild(tr);
     }
     box.appendChild(t);
