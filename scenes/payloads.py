@@ -191,13 +191,48 @@ class RewardBarsPayload(_Model):
 # --------------------------------------------------------------------------- before_after
 
 
+class TraceStep(_Model):
+    """One hop of a TRACE as a card shows it: the model's own words, tags and copied question
+    steps hidden. ``path``: character spans of ``text`` that name entities of the gold path
+    (from the claims the reward stored), drawn highlighted."""
+
+    text: NonEmptyStr
+    path: list[tuple[int, int]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> "TraceStep":
+        end = 0
+        for a, b in self.path:
+            if not end <= a < b <= len(self.text):
+                raise ValueError(f"path span ({a}, {b}) is not an ordered span of {self.text!r}")
+            end = b
+        return self
+
+
 class PhaseAnswer(_Model):
-    """What one training phase's model wrote for the question. ``answer`` None = no answer."""
+    """What one training phase's model wrote for the question. ``answer`` None = no answer.
+
+    ``steps``: the TRACE as displayed (empty: ``trace`` as written); only ever the TRACE with
+    parts left out, never a word added (checked). ``note`` says what the steps leave out.
+    ``summary``: one line about the TRACE's stored claims, for a card too small to quote it."""
 
     phase_label: NonEmptyStr
     trace: str
     answer: str | None = None
     correct: bool
+    steps: list[TraceStep] = Field(default_factory=list)
+    note: str = ""
+    summary: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "PhaseAnswer":
+        # the steps are the TRACE with parts hidden: their characters, in order, are a
+        # subsequence of the TRACE's (whitespace aside), so no display adds a word
+        it = iter("".join(self.trace.split()))
+        shown = "".join("".join(s.text.split()) for s in self.steps)
+        if not all(ch in it for ch in shown):
+            raise ValueError(f"the steps {[s.text for s in self.steps]} are not the TRACE {self.trace!r} with parts left out")
+        return self
 
 
 class BeforeAfterPayload(_Model):

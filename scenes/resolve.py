@@ -11,12 +11,13 @@ Imports neither torch nor manim.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from library.contracts import PHASES, Claim, Episode, Question
+from library.contracts import BLANK_TAG_RE, PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 
 from library.graph.oracle import question_walk, walk_edges
@@ -469,9 +470,85 @@ def build_before_after(data: RunData, params: dict, sel: Selection | None) -> di
             raise ShotError(f"question {sel.ex_id} has no episode in phase {ph!r}")
         sel.shown.append(("row", ep))
         a = ep.parsed.answer
+        steps, note = trace_steps(ep.parsed.trace_text)
+        # the gold path's entities, as the reward's stored claims name them (never re-parsed)
+        gold = [data.kg.label(x) for c in data.claims(ep, q) if c.on_gold_path for x in (c.src, c.dst)
+                if x in data.kg.entities]
         rows.append({"phase_label": phase_label(ph), "trace": ep.parsed.trace_text,
-                     "answer": f"{a}) {q.options[a]}" if a in q.options else None, "correct": ep.correct})
+                     "answer": f"{a}) {q.options[a]}" if a in q.options else None, "correct": ep.correct,
+                     "steps": [{"text": t, "path": label_spans(t, gold)} for t in steps], "note": note,
+                     "summary": claims_summary(ep)})
     return {"question": params.get("question") or q.question, "options": dict(q.options), "answer_star": q.answer_star, "rows": rows}
+
+
+_TAG = r"\[(?:[A-Z]|\?)\]"
+_STEP = rf"\s*[,;]\s*(?:which\b|{_TAG})[^,;:\[\]]*?{_TAG}"
+#: A copied question step (library/questions/wording.py ``reference_trace``): after a fact
+#: clause, a separator and the question's next step up to the colon after its tag; in chain
+#: order ", which <rel> [T]:" (the "rest" style copies several such steps), in keyed order
+#: "; [K] <rel> [T]:". It has no object before its colon: the reward reads no claim in it.
+#: The separator (group 1) is kept: it ends the clause before it.
+_COPIED_STEP = re.compile(rf"\s*([,;])\s*(?:which\b|{_TAG})[^,;:\[\]]*?{_TAG}(?:{_STEP})*\s*:")
+
+
+def trace_steps(trace: str) -> tuple[list[str], str]:
+    """A TRACE as a card shows it: one piece per fact clause, ending in the model's separator,
+    the copied question steps between them and the blank tags left out (they claim nothing),
+    every other character as the model wrote it, in order; and a note saying what was left
+    out ("" when nothing was).
+
+    >>> trace_steps("a leads to [G] b [G], which is fixed by [?]: b is fixed by [?] c (A).")
+    (['a leads to b,', 'b is fixed by c (A).'], 'tags and copied question steps hidden')
+    >>> trace_steps("a leads to [G] b [G]; [G] is fixed by [?]: b is fixed by [?] c, d (A).")[0]
+    ['a leads to b;', 'b is fixed by c, d (A).']
+    >>> trace_steps("x is y, so z")
+    (['x is y, so z'], '')
+    """
+    parts = _COPIED_STEP.split(trace)
+    pieces = [parts[i] + (parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)]
+    steps, tagged = [], False
+    for piece in pieces:
+        plain = BLANK_TAG_RE.sub("", piece)
+        tagged = tagged or plain != piece
+        if plain.strip(" ,;"):
+            steps.append(" ".join(plain.split()))
+    hidden = [what for what, did in (("tags", tagged), ("copied question steps", len(pieces) > 1)) if did]
+    return steps, f"{' and '.join(hidden)} hidden" if hidden else ""
+
+
+def label_spans(text: str, labels: list[str]) -> list[tuple[int, int]]:
+    """Where ``labels`` occur in ``text`` as whole words (any case), longest label first,
+    without overlaps, in text order.
+
+    >>> label_spans("iron supports red blood cell formation, red blood cells", ["red blood cells", "iron"])
+    [(0, 4), (40, 55)]
+    """
+    taken: list[tuple[int, int]] = []
+    for label in sorted(set(labels), key=lambda s: (-len(s), s)):
+        for m in re.finditer(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE):
+            if all(m.end() <= a or m.start() >= b for a, b in taken):
+                taken.append(m.span())
+    return sorted(taken)
+
+
+def claims_summary(ep: Episode) -> str:
+    """One line about what a TRACE claimed (on a card too small to quote it), from the claims
+    the reward stored with it.
+
+    >>> from library.contracts import ParsedCompletion
+    >>> class E: parsed = ParsedCompletion(answer="A", trace_text="a b", trace_entities=[], path_entities=[],
+    ...     valid_format=True, claims=[Claim(src="a", rel="r", dst="b", in_kg=True, on_gold_path=True),
+    ...                                Claim(src="b", rel="r", dst="c", in_kg=False, on_gold_path=False)])
+    >>> claims_summary(E)
+    '2 claims, 1 on path, 1 not in graph'
+    """
+    if not ep.parsed.trace_text.strip():
+        return "no TRACE"
+    claims = ep.parsed.claims
+    on = sum(c.on_gold_path for c in claims)
+    false = sum(not c.in_kg for c in claims)
+    out = f"{len(claims)} claim{'s' if len(claims) != 1 else ''}" + (f", {on} on path" if claims else "")
+    return out + (f", {false} not in graph" if false else "")
 
 
 def build_training_curves(data: RunData, params: dict, sel: Selection | None) -> dict:
@@ -587,7 +664,10 @@ def build_results_table(data: RunData, params: dict, sel: Selection | None) -> d
     phases = [p for p in params.get("phases") or PHASES if p in block]
     hops = sorted({h for p in phases for h in block[p].get("by_hop", {})}, key=lambda h: int(h))
     shuffled = data.metrics.get("eval_shuffled", {}) if split == "eval" else {}
-    columns = ["Phase", "Accuracy (95% CI)"] + [f"{h}-hop" for h in hops] + ["Path coverage"]
+    # Right for the right reason (the TRACE states the gold path) where the metrics have it; runs
+    # older than that count show path coverage instead (`kgr migrate` adds it from their episodes).
+    grounded = all("grounded" in block[p] for p in phases)
+    columns = ["Phase", "Accuracy (95% CI)"] + [f"{h}-hop" for h in hops] + ["Grounded" if grounded else "Path coverage"]
     if shuffled:
         columns.append("Shuffled")
     rows = []
@@ -595,12 +675,16 @@ def build_results_table(data: RunData, params: dict, sel: Selection | None) -> d
         b = block[p]
         row = [phase_label(p), _cell_acc(b)]
         row += [pct(b["by_hop"][h]["accuracy"]) if h in b.get("by_hop", {}) else "–" for h in hops]
-        row.append(pct(b["path_coverage"]) if "path_coverage" in b else "–")
+        if grounded:
+            row.append(pct(b["grounded"]["accuracy"]))
+        else:
+            row.append(pct(b["path_coverage"]) if "path_coverage" in b else "–")
         if shuffled:
             row.append(pct(shuffled[p]["accuracy"]) if p in shuffled else "–")
         rows.append(row)
     ns = sorted({block[p]["n"] for p in phases})
-    default_note = f"n = {'/'.join(str(n) for n in ns)} questions per phase; 95% Wilson intervals"
+    default_note = f"n = {'/'.join(str(n) for n in ns)} questions per phase; 95% Wilson intervals" + (
+        "; grounded: right, with the whole gold path in the TRACE" if grounded else "")
     return {"title": params.get("title", f"Accuracy on {split}"), "columns": columns, "rows": rows,
             "highlight_row": len(rows) - 1, "note": params.get("note", default_note)}
 

@@ -268,21 +268,90 @@ def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
     assert max(b.get_right()[0] for b in boxes) - min(b.get_left()[0] for b in boxes) >= 0.95 * L.content.width
 
 
-def test_the_shorts_before_after_shows_most_of_the_final_phases_trace(tmp_path):
-    """The reasoning on screen: on the Short's own run the final phase's card quotes at least
-    two thirds of its TRACE's words (it quoted a few words, "(+68 more words)"), and the earlier
-    cards keep their verdict on one line."""
+def _before_after_of_the_short(run: str):
     from scenes.resolve import RunData, resolve_shots
     from scenes.storyboard import load_storyboard
 
     sb = load_storyboard(REPO / "storyboards" / "short.yaml")
-    data = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    data = RunData.load(REPO / "data" / "runs" / run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
     (shot,) = [s for s in resolve_shots(sb, data) if s.scene == "before_after"]
+    return data, shot
+
+
+def _is_subsequence(needle: list[str], hay: list[str]) -> bool:
+    it = iter(hay)
+    return all(w in it for w in needle)
+
+
+@pytest.mark.parametrize("run", ["reference", "quick", "food"])
+def test_the_shorts_before_after_shows_the_final_phases_whole_trace(run, tmp_path):
+    """The reasoning on screen, whole: on each committed run the final phase's card shows
+    every word of its TRACE but the blank tags and the copied question steps (the card says
+    it hides them), in order, with every entity and relation of every claim the reward stored;
+    nothing on the shot is an excerpt ("(+N more words)"). It quoted 47 of 63 words on the
+    reference run and ended "(+22 more words)" on the food run's set-valued TRACE. The earlier
+    cards keep their verdict on one line."""
+    data, shot = _before_after_of_the_short(run)
     fits, L, _ = laid_out("before_after", shot.payload, 1080, 1920, tmp_path)
-    final_trace = shot.payload["rows"][-1]["trace"]
-    quoted = [f for f in fits if _drawn(f) and f.excerpt and f.text == " ".join(final_trace.split())]
-    assert quoted, "the final phase's TRACE is not on screen"
-    shown = re.sub(r"\(\+\d+ more words?\)$", "", " ".join(quoted[-1].lines)).split()
-    assert len(shown) >= 2 / 3 * len(final_trace.split())
-    verdicts = [f for f in fits if _drawn(f) and ("RIGHT" in f.text or "WRONG" in f.text)]
+    assert problems(fits, L, 1920) == []
+    drawn = [f for f in fits if _drawn(f)]
+    assert not any(f.excerpt for f in fits)
+    shown_text = " ".join(" ".join(f.lines) for f in drawn)
+    assert "more word" not in shown_text and "…" not in shown_text
+    final = shot.payload["rows"][-1]
+    steps = final["steps"]
+    assert steps, "the final phase's TRACE has no steps to show"
+    shown = shown_text.split()
+    assert _is_subsequence(" ".join(s["text"] for s in steps).split(), shown)
+    # the words hidden are only tags and copied steps: the TRACE's other words are all there
+    trace_words = [w for w in final["trace"].split() if not re.fullmatch(r"\[(?:[A-Z]|\?)\][,;:.]?", w)]
+    assert len([w for w in trace_words if w.strip(",;:.") in {x.strip(",;:.") for x in shown}]) >= 0.8 * len(trace_words)
+    if final["note"]:  # what the card hides, it says
+        assert final["note"] in " ".join(shown)
+    # every entity and relation the reward read in it (its stored claims) is on the card
+    ep = data.eval_episode(shot.ex_id, data.phases[-1])
+    assert ep is not None and ep.parsed.trace_text == final["trace"]
+    lowered = " ".join(shown_text.lower().split())
+    for c in ep.parsed.claims:
+        for words in (data.kg.label(c.src), data.kg.relation_label(c.rel), data.kg.label(c.dst)):
+            assert words.lower() in lowered, (run, c, words)
+    verdicts = [f for f in drawn if "RIGHT" in f.text or "WRONG" in f.text]
     assert all(len(f.lines) == 1 for f in verdicts[:-1])
+
+
+def test_a_set_valued_trace_keeps_every_word_but_tags_and_copied_steps():
+    """The food run's set-valued TRACE (every successor where a hop branches): the card's steps
+    are its fact clauses, word for word, with only the tags and the copied steps left out."""
+    from scenes.resolve import trace_steps
+
+    trace = ("tapioca flour is made from [J] cassava [J], which is a source of [U]: cassava is a source of [U] "
+             "carbohydrate and vitamin C [U], which aids absorption of [V]: vitamin C aids absorption of [V] iron [V], "
+             "which supports [N]: iron supports [N] oxygen transport and red blood cell formation [N], which involves "
+             "[?]: oxygen transport involves [?] red blood cells, red blood cell formation involves [?] bone marrow; "
+             "so bone marrow (C).")
+    steps, note = trace_steps(trace)
+    assert steps == ["tapioca flour is made from cassava,", "cassava is a source of carbohydrate and vitamin C,",
+                     "vitamin C aids absorption of iron,", "iron supports oxygen transport and red blood cell formation,",
+                     "oxygen transport involves red blood cells, red blood cell formation involves bone marrow; "
+                     "so bone marrow (C)."]
+    assert note == "tags and copied question steps hidden"
+    # keyed order (the reference run): "; [K] <rel> [T]:" is the copied step
+    keyed = ("failing disk leads to [G] read-only file system [G]; [G] leads to [Q]: read-only file system leads to [Q] "
+             "database write failure [Q]; [Q] is diagnosed by [?]: database write failure is diagnosed by [?] check logs (C).")
+    assert trace_steps(keyed)[0] == ["failing disk leads to read-only file system;",
+                                     "read-only file system leads to database write failure;",
+                                     "database write failure is diagnosed by check logs (C)."]
+    # a comma inside a clause's set of entities is the model's, not a copied step
+    assert trace_steps("a has [J] b, c [J], which is [U]: b is [U] d")[0] == ["a has b, c,", "b is d"]
+
+
+def test_a_trace_longer_than_its_card_is_paged_whole_not_cut(tmp_path):
+    """A TRACE too long for the last card at the floor size (the longest KG labels, 88 words)
+    is shown in timed pages marked "1/2", "2/2": every word on one page or the next, in order."""
+    payload = payloads()["before_after"]
+    fits, L, _ = laid_out("before_after", payload, 1080, 1920, tmp_path)
+    assert problems(fits, L, 1920) == [] and not any(f.excerpt for f in fits)
+    drawn = [" ".join(f.lines) for f in fits if _drawn(f)]
+    marks = [t for t in drawn if re.fullmatch(r"\d+/\d+", t)]
+    assert len(marks) >= 2 and marks[0] == f"1/{len(marks)}"
+    assert _is_subsequence(payload["rows"][-1]["trace"].split(), " ".join(drawn).split())
