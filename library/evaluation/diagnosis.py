@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from library.contracts import PHASES, Episode, Question
-from library.graph.oracle import question_walk
-from library.scoring.matching import DEPARTURES, first_departure, procedure_claims
+from library.graph.oracle import question_walk, walk_claims
+from library.scoring.matching import DEPARTURES, first_departure
 
 __all__ = ["departure_block", "diagnose_run"]
 
@@ -44,7 +44,7 @@ def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Questio
     for ep in episodes:
         question = questions[ep.ex_id]
         edges = question.path_star.edges
-        procedure = procedure_claims(question_walk(kg, question)) if kg is not None else None
+        procedure = walk_claims(question_walk(kg, question)) if kg is not None else None
         kind, step = first_departure(ep.parsed.claims, edges, procedure)
         n += 1
         if ep.correct:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from library.contracts import BLANK_TAG_POOL, PathEdge
 from library.graph.oracle import question_walk, walk_edges
-from library.questions.wording import KNOWLEDGE_PROMPT, blank_tags, fact_groups
+from library.questions.wording import KNOWLEDGE_PROMPT, blank_tags, fact_groups, object_list
 
 
 def eval_fact_groups(kg: Any, questions: Sequence[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -102,7 +102,7 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
     for src, rel, dsts in groups:
         tag = random.Random(f"recall:{src}:{rel}").choice(BLANK_TAG_POOL)
         head = tokenizer(prefix + f"{kg.label(src)} {kg.relation_label(rel)} [{tag}]", add_special_tokens=False).input_ids
-        objects = " and ".join(kg.label(d) for d in dsts)
+        objects = object_list(kg, dsts)
         items.append((head, tokenizer(f" {objects}", add_special_tokens=False).input_ids))
     hit = _greedy_matches(model, tokenizer, items, batch_size)
     by_rel: dict[str, list[int]] = {}
@@ -143,7 +143,7 @@ def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_s
                 # Tokenized piecewise at each object's leading space, a word boundary either way.
                 cut = completion.index(f"[{tag}] ", done) + len(tag) + 2  # the opening tag comes first
                 ids += tokenizer(completion[done:cut], add_special_tokens=False).input_ids
-                objects = " and ".join(kg.label(d) for d in dsts)
+                objects = object_list(kg, dsts)
                 target = tokenizer(f" {objects}", add_special_tokens=False).input_ids
                 spans.append((i, len(ids), target))
                 ids += target

@@ -105,13 +105,23 @@ def grows_tree(hop: Hop, seen: Iterable[str]) -> bool:
     return bool(held) and hop.stated == len(held) and not set(seen).intersection(held)
 
 
+def walk_claims(hops: Iterable[Hop]) -> list[tuple[str, str, str, int]]:
+    """Every ``(src, rel, dst, hop)`` the procedure states, in TRACE order, hop 1-based.
+
+    >>> walk_claims([Hop("r", (("S", ("A", "B")),)), Hop("q", (("A", ("X",)),))])
+    [('S', 'r', 'A', 1), ('S', 'r', 'B', 1), ('A', 'q', 'X', 2)]
+    """
+    return [(src, hop.rel, dst, i) for i, hop in enumerate(hops, start=1) for src, dsts in hop.clauses for dst in dsts]
+
+
 def walk_edges(hops: Iterable[Hop]) -> list[tuple[str, str, str]]:
-    """Every ``(src, rel, dst)`` the procedure states, in TRACE order.
+    """Every ``(src, rel, dst)`` the procedure states, in TRACE order (:func:`walk_claims`
+    without the hop).
 
     >>> walk_edges([Hop("r", (("S", ("A", "B")),))])
     [('S', 'r', 'A'), ('S', 'r', 'B')]
     """
-    return [(src, hop.rel, dst) for hop in hops for src, dsts in hop.clauses for dst in dsts]
+    return [(src, rel, dst) for src, rel, dst, _ in walk_claims(hops)]
 
 
 def fact_successors(facts: Mapping[tuple[str, str], set[str]]) -> Successors:

@@ -154,9 +154,15 @@ def fact_clause(kg: Any, src: str, rel: str, dst: str | Sequence[str], tag: str)
     >>> fact_clause(kg, "s", "caused_by", ["c", "d"], "K")
     'disk full is caused by [K] unrotated logs and debug logging [K]'
     """
-    objects = " and ".join(kg.label(d) for d in ([dst] if isinstance(dst, str) else dst))
+    objects = object_list(kg, [dst] if isinstance(dst, str) else dst)
     closing = f" [{tag}]" if tag != FINAL_TAG else ""
     return f"{kg.label(src)} {kg.relation_label(rel)} [{tag}] {objects}{closing}"
+
+
+def object_list(kg: Any, dsts: Sequence[str]) -> str:
+    """The objects of one clause as a TRACE writes them: labels joined by "and" (which the reward
+    reads as one list, library/scoring/matching.py)."""
+    return " and ".join(kg.label(d) for d in dsts)
 
 
 def hop_clauses(kg: Any, hop: Hop, tag: str) -> str:

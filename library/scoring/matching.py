@@ -262,7 +262,7 @@ def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any],
     """Where a TRACE's claims first leave the procedure: ``(kind, hop)``, hop 1-based.
 
     ``procedure`` lists the claims an honest TRACE makes, in order, each with its hop:
-    ``(src, rel, dst, hop)`` (library/graph/oracle.py: walk_edges; where a hop branches, one claim
+    ``(src, rel, dst, hop)`` (library/graph/oracle.py: walk_claims; where a hop branches, one claim
     per successor of every held entity). Without it, the gold path: one claim per hop. Claim *i*
     is held against the procedure's claim *i*, and the first mismatch is named by what went
     wrong there:
@@ -316,12 +316,6 @@ def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any],
     if len(claims) > len(expected):
         return "long", (expected[-1][3] + 1) if expected else 1
     return "on_path", None
-
-
-def procedure_claims(hops: Sequence[Any]) -> list[tuple[str, str, str, int]]:
-    """``(src, rel, dst, hop)`` for :func:`first_departure` from the procedure's hops
-    (library/graph/oracle.py: set_walk)."""
-    return [(src, h.rel, dst, i) for i, h in enumerate(hops, start=1) for src, dsts in h.clauses for dst in dsts]
 
 
 def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:
