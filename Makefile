@@ -89,3 +89,4 @@ bench: venv
 	$(PYTHON) benchmarks/generation.py
 	env -u MALLOC_MMAP_MAX_ -u MALLOC_TRIM_THRESHOLD_ $(PYTHON) benchmarks/training.py  # measures both allocators
 	$(PYTHON) benchmarks/render.py
+	$(PYTHON) benchmarks/quick_profile.py  # the quick profile's phase estimate and tokens/s against the matmul peak

@@ -211,11 +211,18 @@ class EvalSettings(_Strict):
     """Evaluation after every phase: a hop-balanced subset of eval, the same ids shuffled, a train sample."""
 
     n_eval: int = Field(300, ge=1)  # per split; balanced over hop lengths
+    # The base model answers this many of those questions (hop-balanced, a subset of the others'
+    # own; None: all). Before SFT it never follows the answer format (0% in every run so far), so
+    # its answers cost a full window each and show one thing: where training starts.
+    n_eval_base: int | None = Field(None, ge=1)
     n_train_sample: int = Field(64, ge=0)
     shuffled: bool = True
     # Phases whose answers are also measured on the option-shuffled copy (None: every phase).
     # The shuffle drop is a property of a trained model, so SFT and the final phase suffice.
     shuffled_phases: list[Literal["base", "sft", "rsft", "grpo"]] | None = None
+    # Phases whose fact recall (taught and in-TRACE, teacher-forced) is measured (None: every phase).
+    # RSFT and GRPO train small adapters over SFT's weights, so recall moves little after SFT.
+    recall_phases: list[Literal["base", "sft", "rsft", "grpo"]] | None = None
     # Greedy answers decoded together: larger batches read the weights once for more rows
     # (docs/MEASUREMENTS.md, "Batch sizes").
     batch_size: int = Field(128, ge=1)
@@ -253,11 +260,14 @@ class TrainConfig(_Strict):
     data_dir: Path = Path("data")
     kg_path: Path = Path("data/kg.json")
     threads: int | None = 2  # torch intra-op threads; None leaves torch's default
+    # Time this machine at start-up (seconds) and print how long each phase will take
+    # (library/train/estimate.py); meta.json keeps the estimate beside the measured timings.
+    estimate: bool = True
     # Compute precision of training (autocast); weights stay fp32. "auto": bfloat16 where the
     # hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on an AMX
     # CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md). Generation's own
     # precision is generation.precision.
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    precision: Literal["auto", "fast", "float32", "bfloat16"] = "auto"
     sft: SFTSettings = Field(default_factory=SFTSettings)
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)

@@ -190,3 +190,17 @@ def test_bf16_matmul_speedup_is_measured_once_per_process():
 
     first = m.bf16_matmul_speedup()
     assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process
+
+
+def test_training_precision_fast_is_bf16_where_bf16_matmuls_measure_fast(monkeypatch):
+    """"fast" trains in bf16 where "auto" does (matrix units) and also on a CPU whose bf16 matmuls
+    measure >= 1.5x fp32 (AVX512-BF16); elsewhere fp32, never the ~38x slower emulated bf16."""
+    import library.model.precision as m
+
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": False)
+    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 0.6)  # no bf16 instructions
+    assert m.resolve_precision("fast", "cpu") == "float32"
+    monkeypatch.setattr(m, "bf16_matmul_speedup", lambda rows=64: 3.8)  # the AVX512-BF16 EPYC
+    assert (m.resolve_precision("fast", "cpu"), m.resolve_precision("auto", "cpu")) == ("bfloat16", "float32")
+    monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)  # AMX
+    assert m.resolve_precision("fast", "cpu") == m.resolve_precision("auto", "cpu") == "bfloat16"

@@ -348,12 +348,20 @@ def test_shuffled_copy_is_measured_only_for_the_chosen_phases(tmp_path):
     from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
-    config = tiny_config(data_dir, grpo={"enabled": False}, eval={"shuffled_phases": ["sft"]})
+    config = tiny_config(data_dir, grpo={"enabled": False},
+                         eval={"shuffled_phases": ["sft"], "n_eval_base": 2, "recall_phases": ["rsft"]})
     run = run_training(config, tmp_path / "run")
     metrics = run.read_metrics()
     assert set(metrics["eval"]) == {"base", "sft", "rsft"} and set(metrics["eval_shuffled"]) == {"sft"}
     assert {e.phase for e in run.read_episodes(split="eval_shuffled")} == {"sft"}
     assert not [k for k in metrics["comparisons"] if k.endswith("@eval_shuffled")]  # no pair to compare
+    # the base model answers 2 of the 4 eval questions (a subset of the others'), paired on those;
+    # fact recall is measured after the chosen phase only
+    base_ids = {e.ex_id for e in run.read_episodes(phase="base", split="eval")}
+    assert metrics["eval"]["base"]["n"] == len(base_ids) == 2 and metrics["eval"]["sft"]["n"] == 4
+    assert base_ids < {e.ex_id for e in run.read_episodes(phase="sft", split="eval")}
+    assert metrics["comparisons"]["sft-base"]["n"] == 2
+    assert set(metrics["facts"]) == {"rsft"}
 
 
 def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
@@ -440,7 +448,7 @@ def test_full_fine_tuning_sft_then_lora_rl_resumes(tmp_path):
     for phase in ("rsft", "grpo"):
         assert (run_dir / "adapters" / phase / "adapter_config.json").exists()
     assert metrics["training"]["sft"]["trainable_params"] == metrics["training"]["sft"]["total_params"]
-    assert set(metrics["facts"]) == {"base", "sft", "rsft", "grpo"}
+    assert set(metrics["facts"]) == set(config.eval.recall_phases) == {"sft", "grpo"}  # quick's choice
     assert 0 <= metrics["facts"]["sft"]["recall"] <= 1 and metrics["facts"]["sft"]["n"] > 0
     in_trace = metrics["facts"]["sft"]["in_trace"]  # recall inside the gold TRACE, per hop
     assert in_trace["n"] > 0 and "hits" not in in_trace
@@ -566,3 +574,46 @@ def test_generation_windows_fit_the_longest_reference_completion(tmp_path):
     assert fit_generation_lengths(fitted, data.kg, selection, tok)[1] == []  # nothing left to raise
     off = tiny_config(data_dir)  # the tests' 8-token windows are kept on purpose
     assert fit_generation_lengths(off, data.kg, selection, tok) == (off, [])
+
+
+def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
+    """meta.json keeps the start-up estimate: this machine's calibrated rates, and seconds for
+    every phase and evaluation, from the run's own SFT rows (counted token for token)."""
+    from library.graph.kg import KnowledgeGraph
+    from library.model.chat import format_example
+    from library.model.load import load_tokenizer
+    from library.train.data import load_data, make_selection
+    from library.train.estimate import plan_work
+    from library.train.sft import sft_examples
+
+    run, config, _ = trained
+    est = run.read_meta()["estimate"]
+    assert list(est["seconds"]) == ["rsft", "rsft_eval", "grpo", "grpo_eval"]  # the resumed start's phases
+    assert all(v > 0 for v in est["seconds"].values()) and est["total_s"] > 0
+    assert all(v >= 0 for v in est["rates"].values()) and est["rates"]["decode_rows"] > 0
+    data = load_data(config)
+    selection = make_selection(config, data)
+    tok = load_tokenizer("tiny")
+    plan = plan_work(config, selection, tok, data.kg)
+    assert list(plan) == ["base_eval", "sft", "sft_eval", "rsft", "rsft_eval", "grpo", "grpo_eval"]
+    rows = sft_examples(selection.sft, config.sft, kg=data.kg, seed=config.seed, train_paths=selection.train_paths)
+    assert plan["sft"].train_tokens == sum(len(tok(format_example(tok, u, c).text, add_special_tokens=False)["input_ids"])
+                                          for u, c in rows)
+    # the base model runs the whole window on each of its questions; trained phases decode less
+    assert plan["base_eval"].decode_steps >= plan["sft_eval"].decode_steps > 0
+    assert plan["grpo"].train_tokens > 0 and plan["rsft"].decode_steps > 0
+    assert isinstance(data.kg, KnowledgeGraph)
+
+
+def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():
+    """Resuming a run recorded before a setting existed: the setting compares at its default, and
+    the start-up estimate never counts as a change of what the phases train."""
+    from library.train.pipeline import comparable_config
+
+    config = load_config("quick")
+    recorded = config.to_meta()
+    del recorded["estimate"], recorded["eval"]["recall_phases"]
+    assert comparable_config(recorded) == comparable_config(config.model_copy(
+        update={"eval": config.eval.model_copy(update={"recall_phases": None})}))
+    assert comparable_config(config.model_copy(update={"estimate": False})) == comparable_config(config)
+    assert comparable_config({**recorded, "seed": 1}) != comparable_config(config)

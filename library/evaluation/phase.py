@@ -45,7 +45,10 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
     blocks = {}
     shuffled_phases = settings.shuffled_phases
     shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
-    for key, questions in (("eval", selection.eval), ("eval_shuffled", shuffled),
+    answered = selection.eval
+    if phase == "base" and settings.n_eval_base is not None and settings.n_eval_base < len(answered):
+        answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
+    for key, questions in (("eval", answered), ("eval_shuffled", shuffled),
                            ("train_sample", selection.train_sample)):
         if not questions:
             continue
@@ -59,7 +62,8 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
                       f"({time.perf_counter() - t0:.0f}s)")
-    if selection.eval and is_writer():
+    recall_phases = settings.recall_phases
+    if selection.eval and is_writer() and (recall_phases is None or phase in recall_phases):
         # Did the model learn the facts the eval chains need (apart from composing them)?
         # Recall where the facts were taught (knowledge rows) and where composition needs them
         # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.

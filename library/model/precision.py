@@ -26,7 +26,7 @@ import torch
 
 
 #: Compute precisions a run can ask for ("auto" is resolved by :func:`resolve_precision`).
-PRECISIONS = ("auto", "float32", "bfloat16")
+PRECISIONS = ("auto", "fast", "float32", "bfloat16")
 
 
 _compute_precision = "float32"  # what library calls use until a run sets it (exact fp32)
@@ -85,10 +85,15 @@ def resolve_precision(precision: str = "auto", device: str | None = None) -> str
     """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
-    if precision != "auto":
+    if precision not in ("auto", "fast"):
         return precision
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return "bfloat16" if bf16_matrix_units(device) else "float32"
+    if bf16_matrix_units(device):
+        return "bfloat16"
+    # "fast": also a CPU without matrix units whose bf16 matmuls measure >= BF16_MIN_SPEEDUP x fp32
+    # (AVX512-BF16), where "auto" trains in fp32 because bf16 training moved results there
+    fast_cpu = precision == "fast" and not device.startswith("cuda") and bf16_matmul_speedup() >= BF16_MIN_SPEEDUP
+    return "bfloat16" if fast_cpu else "float32"
 
 
 def resolve_generation_precision(precision: str = "auto", training: str | None = None,

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
+from pydantic import ValidationError
 
 from library.config import TrainConfig
 from library.runs.folder import RunDir
@@ -172,9 +173,16 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
 
 def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     """The settings that decide what the phases train, as meta.json records them: everything but
-    the experiments (library/experiments), which run beside the pipeline on a finished run."""
+    the experiments (library/experiments), which run beside the pipeline on a finished run, and
+    the start-up estimate. A recorded config is read through :class:`TrainConfig` first, so a
+    setting added since it was written compares at its default."""
+    if not isinstance(config, TrainConfig):
+        try:
+            config = TrainConfig.model_validate(config)
+        except ValidationError:
+            pass  # compared as recorded: it differs
     current = dict(config.to_meta() if isinstance(config, TrainConfig) else config)
-    for section in ("distribution", "ablation"):
+    for section in ("distribution", "ablation", "estimate"):
         current.pop(section, None)
     return current
 
@@ -266,6 +274,7 @@ class RunState:
     fresh: bool
     completed: list[str] = field(default_factory=list)
     did_work: bool = False
+    estimates: dict[str, float] = field(default_factory=dict)  # seconds per phase and eval, this start's
 
 
 def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resume: bool, console: Console | None,
@@ -344,6 +353,13 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
                   f"precision={compute_precision()} generation={generation_precision()} run={run_dir} "
                   f"phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(state.completed) or 'none'})" if not fresh else ""))
+    if config.estimate and writer and len(state.completed) < len(config.phases()):
+        from library.train.estimate import startup_estimate
+
+        meta["estimate"] = startup_estimate(config, selection, tokenizer, data.kg, base, console,
+                                            done=state.completed)
+        state.estimates = dict(meta["estimate"]["seconds"])
+        run.write_meta(meta)
     return state
 
 
@@ -356,6 +372,12 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
 
     config, run, backend, metrics, console = state.config, state.run, state.backend, state.metrics, state.console
     console.rule(f"[bold]{phase}")
+    if state.estimates:
+        from library.train.estimate import minutes, remaining
+
+        done = {k: v for k, v in metrics["timings"].items() if k in state.estimates}
+        console.print(f"  [dim]about {minutes(remaining(state.estimates, done))} left in this run "
+                      f"(the start-up estimate, scaled by the phases done so far)[/]")
     set_seed(config.seed)
     ckpt_dir, adapter_dir = run.path / "checkpoints" / phase, run.path / "adapters" / phase
     t0 = time.perf_counter()

@@ -1,0 +1,291 @@
+"""How long a run will take on this machine: its work counted in tokens, timed by a short calibration.
+
+A run's time is matrix arithmetic over tokens. SFT runs a forward and a backward pass over every
+token of its rows; RSFT and GRPO train on their own samples the same way; every evaluation and
+every RL sample is decoded token by token; fact recall is a teacher-forced forward pass.
+:func:`plan_work` counts those tokens from the run's own rows and settings before anything trains,
+:func:`calibrate` times this machine on a few of them (a forward and backward pass over two real
+SFT rows, two short decoding batches of eval prompts: seconds), and :func:`estimate` multiplies.
+Why by hand: no library estimates a whole run's time before it starts (a Trainer's progress bar
+knows one phase, once it has begun), and a machine 1.3x slower than the one a profile was
+measured on should be told so at start-up, not after 20 minutes.
+
+The estimate is a model, and the run reports it beside what it measured: ``meta.json``
+``estimate`` holds the calibration and the per-phase seconds, ``metrics.json`` ``timings`` the
+actual ones; :func:`remaining` rescales the phases still to come by how the finished ones
+compared with their estimate.
+
+>>> rates = Rates(train_s_per_token=0.005, forward_s_per_token=0.002, prefill_s_per_token=0.001,
+...               decode_s_per_step=0.05, decode_rows=32)
+>>> plan = {"sft": Work(train_tokens=1000), "sft_eval": Work(prefill_tokens=3200, decode_steps=100, decode_rows=64)}
+>>> {k: round(v) for k, v in estimate(plan, rates).items()}
+{'sft': 5, 'sft_eval': 11}
+>>> round(remaining(estimate(plan, rates), {"sft": 10.0}))   # SFT took 2x its estimate: so will the rest
+21
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+
+@dataclass(frozen=True)
+class Rates:
+    """This machine's measured costs: seconds per trained token (forward + backward, in the
+    training precision), per teacher-forced token (an fp32 forward pass: fact recall), per
+    prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows."""
+
+    train_s_per_token: float
+    forward_s_per_token: float
+    prefill_s_per_token: float
+    decode_s_per_step: float
+    decode_rows: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 6) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Work:
+    """One phase's tokens: trained (forward + backward), teacher-forced in the training precision
+    (forward only: fact recall), prefilled by the generator, and decoded (``decode_steps`` steps
+    of ``decode_rows`` rows each, summed over batches)."""
+
+    train_tokens: int = 0
+    forward_tokens: int = 0
+    prefill_tokens: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0
+
+
+def step_seconds(rates: Rates, rows: int) -> float:
+    """One decoding step of ``rows`` rows. A step reads every weight once whatever its width, and
+    its arithmetic grows with the rows: half of the calibrated step is taken as fixed and half as
+    proportional to the rows (at 32 -> 128 rows the pipeline's generator measured 1.7-2.1x the
+    tokens per second, docs/MEASUREMENTS.md, i.e. about this)."""
+    scale = rows / max(rates.decode_rows, 1)
+    return rates.decode_s_per_step * (0.5 + 0.5 * scale)
+
+
+def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
+    """Seconds per entry of ``plan`` (phase names and ``<phase>_eval``) on a machine with ``rates``."""
+    out = {}
+    for name, work in plan.items():
+        out[name] = (work.train_tokens * rates.train_s_per_token + work.forward_tokens * rates.forward_s_per_token
+                     + work.prefill_tokens * rates.prefill_s_per_token
+                     + work.decode_steps * step_seconds(rates, work.decode_rows))
+    return out
+
+
+def remaining(estimates: dict[str, float], done: dict[str, float]) -> float:
+    """Seconds left: the entries not in ``done`` (actual seconds), scaled by actual / estimated
+    over the entries that are."""
+    finished = [k for k in done if k in estimates]
+    expected = sum(estimates[k] for k in finished)
+    factor = (sum(done[k] for k in finished) / expected) if expected > 0 else 1.0
+    return factor * sum(v for k, v in estimates.items() if k not in done)
+
+
+# ----------------------------------------------------------------------------- the plan
+def _generation(prompt_lengths: Sequence[int], new_tokens: Sequence[int], batch_rows: int, repeats: int = 1) -> Work:
+    """Decoding ``len(prompt_lengths)`` prompts ``repeats`` times each, in batches of
+    ``batch_rows`` rows, each batch running until its longest answer (``new_tokens``) ends."""
+    per_batch = max(1, batch_rows // repeats)
+    order = sorted(range(len(prompt_lengths)), key=lambda i: prompt_lengths[i])  # as the generator batches
+    steps = rows = 0
+    batches = [order[i:i + per_batch] for i in range(0, len(order), per_batch)]
+    for batch in batches:
+        steps += max(new_tokens[i] for i in batch)
+        rows += len(batch) * repeats
+    return Work(prefill_tokens=sum(prompt_lengths), decode_steps=steps,
+                decode_rows=round(rows / max(len(batches), 1)))
+
+
+def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str, Work]:
+    """The tokens each phase of ``config`` trains on, prefills and decodes, from the run's own
+    questions (``selection``) and rows. Answers not generated yet are counted at their reference
+    completion's length (a trained model writes about that much); the base model, which does not
+    stop where a trained one does, at the whole window."""
+    from library.evaluation.recall import eval_fact_groups
+    from library.model.chat import format_example, format_prompt
+    from library.questions.balance import select_balanced
+    from library.questions.wording import reference_completion
+    from library.train.sft import sft_examples
+
+    def n_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    style = None if config.sft.trace_style == "copy" else config.sft.trace_style
+    ref_len: dict[str, int] = {}
+
+    def reference(q: Any) -> int:
+        if q.id not in ref_len:
+            ref_len[q.id] = n_tokens(reference_completion(q, kg=kg, style=style)) + 1
+        return ref_len[q.id]
+
+    def prompt_len(q: Any) -> int:
+        return n_tokens(format_prompt(tokenizer, q.prompt))
+
+    ev = config.eval
+    plan: dict[str, Work] = {}
+    sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed, train_paths=selection.train_paths)
+    plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows))
+
+    recall = Work()
+    if selection.eval:
+        groups = eval_fact_groups(kg, selection.eval)
+        traced = (selection.eval if ev.n_trace_recall is None
+                  else select_balanced(selection.eval, ev.n_trace_recall, f"{config.seed}:trace_recall"))
+        # a fact group is a short row (~12 tokens); a traced question is its prompt and gold TRACE
+        recall = Work(forward_tokens=12 * len(groups) + sum(prompt_len(q) + reference(q) for q in traced))
+    for phase in config.phases():
+        answered = selection.eval
+        if phase == "base" and ev.n_eval_base is not None:
+            answered = select_balanced(answered, ev.n_eval_base, f"{config.seed}:base_eval")
+        questions = list(answered) + list(selection.train_sample)
+        if phase in (ev.shuffled_phases or config.phases()):
+            questions += list(selection.eval_shuffled)
+        lengths = [ev.max_new_tokens if phase == "base" else min(reference(q), ev.max_new_tokens) for q in questions]
+        gen = _generation([prompt_len(q) for q in questions], lengths, ev.batch_size)
+        with_recall = ev.recall_phases is None or phase in ev.recall_phases
+        plan[f"{phase}_eval"] = Work(forward_tokens=recall.forward_tokens if with_recall else 0,
+                                     prefill_tokens=gen.prefill_tokens, decode_steps=gen.decode_steps, decode_rows=gen.decode_rows)
+        if phase == "rsft":
+            r = config.rsft
+            qs = selection.rsft_prompts
+            gen = _generation([prompt_len(q) for q in qs], [min(reference(q), r.max_new_tokens) for q in qs],
+                              r.gen_batch_size, repeats=r.k_samples)
+            row = sum(prompt_len(q) + reference(q) for q in qs) / max(len(qs), 1)
+            plan["rsft"] = Work(train_tokens=round(r.max_steps * r.batch_size * row),
+                                prefill_tokens=gen.prefill_tokens, decode_steps=gen.decode_steps,
+                                decode_rows=gen.decode_rows)
+        elif phase == "grpo":
+            g = config.grpo
+            qs = selection.grpo_pool
+            row = sum(prompt_len(q) + min(reference(q), g.max_completion_length) for q in qs) / max(len(qs), 1)
+            window = max((min(reference(q), g.max_completion_length) for q in qs), default=0)
+            rollouts = g.max_steps * g.prompts_per_step * g.num_generations
+            # each rollout is trained on once, and scored by the policy and (beta > 0) the reference
+            plan["grpo"] = Work(train_tokens=round(rollouts * row * (1.33 if g.beta > 0 else 1.0)),
+                                prefill_tokens=round(g.max_steps * g.prompts_per_step * row),
+                                decode_steps=g.max_steps * window, decode_rows=g.prompts_per_step * g.num_generations)
+    order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (p, f"{p}_eval")]
+    out = {k: plan[k] for k in order if k in plan}
+    # the experiments kgr train runs after the phases: RSFT per condition, GRPO again, each evaluated
+    if config.distribution.enabled and "rsft" in plan:
+        for condition in config.distribution.conditions:
+            out[f"distribution_{condition}"] = _sum(plan["rsft"], plan["rsft_eval"])
+    if config.ablation.enabled and "grpo" in plan:
+        out["ablation"] = _sum(plan["grpo"], plan["grpo_eval"])
+    return out
+
+
+def _sum(a: Work, b: Work) -> Work:
+    steps = a.decode_steps + b.decode_steps
+    rows = round((a.decode_steps * a.decode_rows + b.decode_steps * b.decode_rows) / steps) if steps else 0
+    return Work(train_tokens=a.train_tokens + b.train_tokens, forward_tokens=a.forward_tokens + b.forward_tokens,
+                prefill_tokens=a.prefill_tokens + b.prefill_tokens,
+                decode_steps=steps, decode_rows=rows)
+
+
+# ----------------------------------------------------------------------------- calibration
+def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: Sequence[str], *,
+              rows: int = 32, generation_precision: str | None = None) -> Rates:
+    """Time this machine: a forward and backward pass over ``train_texts`` (two SFT rows, as one
+    padding-free sequence; the gradients are dropped, no weight changes) in fp32 and, where
+    training autocasts to bf16, in bf16 too; and the
+    pipeline's generator on ``rows`` of ``prompts``, 2 then 10 new tokens (the difference is 8
+    decoding steps; the first call's time is its prefill)."""
+    import torch
+
+    from library.model.chat import format_prompt
+    from library.model.generate import GenerationStats, generate_completions
+    from library.model.precision import compute_precision
+
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in train_texts]
+    flat = torch.tensor([[i for row in ids for i in row]])
+    positions = torch.tensor([[p for row in ids for p in range(len(row))]])
+    was_training = model.training
+    flags = [p.requires_grad for p in model.parameters()]
+    model.train()
+    model.requires_grad_(True)
+
+    def timed_pass(bf16: bool) -> tuple[float, float]:
+        """Seconds of the forward and of the backward pass over ``flat``."""
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            start = time.perf_counter()
+            out = model(input_ids=flat, position_ids=positions, use_cache=False)
+            loss = out.logits.float().logsumexp(-1).mean()
+        middle = time.perf_counter()
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return middle - start, time.perf_counter() - middle
+
+    try:
+        timed_pass(False)  # warm-up, not timed
+        fp32_forward, fp32_backward = timed_pass(False)
+        train = fp32_forward + fp32_backward
+        if compute_precision() == "bfloat16":  # training autocasts to bf16 (the Trainer's bf16=True)
+            timed_pass(True)
+            train = sum(timed_pass(True))
+    finally:
+        model.zero_grad(set_to_none=True)
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+        model.train(was_training)
+    n = flat.shape[1]
+    batch = list(prompts[:rows])
+    timings = []
+    for new in (2, 10):
+        stats = GenerationStats()
+        generate_completions(model, tokenizer, batch, max_new_tokens=new, batch_size=len(batch), progress=False,
+                             stats=stats, precision=generation_precision)
+        timings.append(stats.seconds)
+    prompt_tokens = sum(len(tokenizer(format_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]) for p in batch)
+    step = max(timings[1] - timings[0], 1e-6) / 8
+    return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
+                 prefill_s_per_token=max(timings[0] - 2 * step, 0.0) / max(prompt_tokens, 1),
+                 decode_s_per_step=step, decode_rows=len(batch))
+
+
+def minutes(seconds: float) -> str:
+    """``"4 min 05 s"``, or ``"45 s"`` under a minute.
+
+    >>> minutes(245.2), minutes(45)
+    ('4 min 05 s', '45 s')
+    """
+    s = round(seconds)
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any, console: Any,
+                     done: Sequence[str] = ()) -> dict[str, Any]:
+    """Plan, calibrate and print how long each phase still to run will take here; returns what
+    ``meta.json`` records as ``estimate`` (the rates, each entry's seconds, the total)."""
+    from rich.table import Table
+
+    from library.model.chat import format_example
+    from library.train.sft import sft_examples
+
+    t0 = time.perf_counter()
+    plan = plan_work(config, selection, tokenizer, kg)
+    rows = sft_examples(selection.sft[:2], config.sft.model_copy(update={"knowledge_epochs": 0, "path_fact_passes": 0}),
+                        kg=kg, seed=config.seed)
+    rates = calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in rows],
+                      [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft])
+    seconds = {k: round(v, 1) for k, v in estimate(plan, rates).items()
+               if k.removesuffix("_eval") not in done}
+    table = Table(title=f"estimated time on this machine (calibrated in {time.perf_counter() - t0:.0f} s)",
+                  title_justify="left")
+    for column in ("phase", "trains on", "decodes", "estimate"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    for name, s in seconds.items():
+        work = plan[name]
+        table.add_row(name, f"{work.train_tokens:,} tok" if work.train_tokens else "",
+                      f"{work.decode_steps:,} steps x {work.decode_rows}" if work.decode_steps else "", minutes(s))
+    table.add_row("[bold]total", "", "", f"[bold]{minutes(sum(seconds.values()))}")
+    console.print(table)
+    return {"rates": rates.as_dict(), "seconds": seconds, "total_s": round(sum(seconds.values()), 1),
+            "work": {k: asdict(v) for k, v in plan.items()}}
