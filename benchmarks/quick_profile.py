@@ -59,12 +59,10 @@ def main() -> None:
     import torch
 
     from library.config import load_config
-    from library.model.chat import format_example
     from library.model.load import load_model
     from library.model.precision import compute_precision, generation_precision, using_precision
     from library.train.data import load_data, make_selection
-    from library.train.estimate import calibrate, estimate, plan_work
-    from library.train.sft import sft_examples
+    from library.train.estimate import calibrate_run, estimate, plan_work
 
     torch.set_num_threads(args.threads)
     peak = {"float32": matmul_peak(torch.float32), "bfloat16": matmul_peak(torch.bfloat16)}
@@ -77,10 +75,7 @@ def main() -> None:
     with using_precision(config.precision, config.generation.precision):
         gen_precision, train_precision = generation_precision(), compute_precision()
         plan = plan_work(config, selection, tokenizer, data.kg)
-        two = sft_examples(selection.sft[:2], config.sft.model_copy(update={"knowledge_epochs": 0}),
-                           kg=data.kg, seed=config.seed)
-        rates = calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in two],
-                          [q.prompt for q in selection.eval])
+        rates = calibrate_run(config, selection, tokenizer, data.kg, model)
     seconds = estimate(plan, rates)
     train_tok_s = 1 / rates.train_s_per_token
     decode_tok_s = rates.decode_rows / rates.decode_s_per_step

@@ -14,6 +14,30 @@ from library.config import EvalSettings
 from library.questions.balance import select_balanced
 
 
+# ----------------------------------------------------------------------------- what is measured
+def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: int) -> dict[str, list]:
+    """The questions ``phase``'s evaluation answers, by metrics key: the eval subset (for the base
+    model, ``settings.n_eval_base`` of them, hop-balanced), its option-shuffled twin where
+    ``settings.shuffled_phases`` asks for it, and the train sample."""
+    answered = selection.eval
+    if phase == "base" and settings.n_eval_base is not None and settings.n_eval_base < len(answered):
+        answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
+    shuffled_phases = settings.shuffled_phases
+    shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
+    return {"eval": answered, "eval_shuffled": shuffled, "train_sample": selection.train_sample}
+
+
+def measures_recall(phase: str, settings: EvalSettings) -> bool:
+    """Whether ``phase``'s evaluation measures fact recall (``settings.recall_phases``)."""
+    return settings.recall_phases is None or phase in settings.recall_phases
+
+
+def traced_questions(eval_questions: list, settings: EvalSettings, seed: int) -> list:
+    """The eval questions whose gold TRACE the in-TRACE recall teacher-forces."""
+    n_trace = settings.n_trace_recall
+    return eval_questions if n_trace is None else select_balanced(eval_questions, n_trace, f"{seed}:trace_recall")
+
+
 # ----------------------------------------------------------------------------- eval
 def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, run: Any, settings: EvalSettings,
                    console: Console, *, seed: int, trace_style: str = "copy", kg: Any = None) -> dict[str, dict[str, Any]]:
@@ -43,13 +67,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
     from library.evaluation.evaluate import evaluate
 
     blocks = {}
-    shuffled_phases = settings.shuffled_phases
-    shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
-    answered = selection.eval
-    if phase == "base" and settings.n_eval_base is not None and settings.n_eval_base < len(answered):
-        answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
-    for key, questions in (("eval", answered), ("eval_shuffled", shuffled),
-                           ("train_sample", selection.train_sample)):
+    for key, questions in phase_questions(selection, phase, settings, seed).items():
         if not questions:
             continue
         t0 = time.perf_counter()
@@ -62,8 +80,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
                       f"({time.perf_counter() - t0:.0f}s)")
-    recall_phases = settings.recall_phases
-    if selection.eval and is_writer() and (recall_phases is None or phase in recall_phases):
+    if selection.eval and is_writer() and measures_recall(phase, settings):
         # Did the model learn the facts the eval chains need (apart from composing them)?
         # Recall where the facts were taught (knowledge rows) and where composition needs them
         # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.
@@ -71,9 +88,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
 
         t0 = time.perf_counter()
         blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
-        n_trace = settings.n_trace_recall
-        traced = (selection.eval if n_trace is None
-                  else select_balanced(selection.eval, n_trace, f"{seed}:trace_recall"))
+        traced = traced_questions(selection.eval, settings, seed)
         style = None if trace_style == "copy" else trace_style
         in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
         in_trace.pop("hits")

@@ -108,9 +108,9 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     questions (``selection``) and rows. Answers not generated yet are counted at their reference
     completion's length (a trained model writes about that much); the base model, which does not
     stop where a trained one does, at the whole window."""
+    from library.evaluation.phase import measures_recall, phase_questions, traced_questions
     from library.evaluation.recall import eval_fact_groups
     from library.model.chat import format_example, format_prompt
-    from library.questions.balance import select_balanced
     from library.questions.wording import reference_completion
     from library.train.sft import sft_examples
 
@@ -125,8 +125,12 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             ref_len[q.id] = n_tokens(reference_completion(q, kg=kg, style=style)) + 1
         return ref_len[q.id]
 
+    prompt_lengths: dict[str, int] = {}
+
     def prompt_len(q: Any) -> int:
-        return n_tokens(format_prompt(tokenizer, q.prompt))
+        if q.id not in prompt_lengths:
+            prompt_lengths[q.id] = n_tokens(format_prompt(tokenizer, q.prompt))
+        return prompt_lengths[q.id]
 
     ev = config.eval
     plan: dict[str, Work] = {}
@@ -136,21 +140,14 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     recall = Work()
     if selection.eval:
         groups = eval_fact_groups(kg, selection.eval)
-        traced = (selection.eval if ev.n_trace_recall is None
-                  else select_balanced(selection.eval, ev.n_trace_recall, f"{config.seed}:trace_recall"))
+        traced = traced_questions(selection.eval, ev, config.seed)
         # a fact group is a short row (~12 tokens); a traced question is its prompt and gold TRACE
         recall = Work(forward_tokens=12 * len(groups) + sum(prompt_len(q) + reference(q) for q in traced))
     for phase in config.phases():
-        answered = selection.eval
-        if phase == "base" and ev.n_eval_base is not None:
-            answered = select_balanced(answered, ev.n_eval_base, f"{config.seed}:base_eval")
-        questions = list(answered) + list(selection.train_sample)
-        if phase in (ev.shuffled_phases or config.phases()):
-            questions += list(selection.eval_shuffled)
+        questions = [q for qs in phase_questions(selection, phase, ev, config.seed).values() for q in qs]
         lengths = [ev.max_new_tokens if phase == "base" else min(reference(q), ev.max_new_tokens) for q in questions]
         gen = _generation([prompt_len(q) for q in questions], lengths, ev.batch_size)
-        with_recall = ev.recall_phases is None or phase in ev.recall_phases
-        plan[f"{phase}_eval"] = Work(forward_tokens=recall.forward_tokens if with_recall else 0,
+        plan[f"{phase}_eval"] = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0,
                                      prefill_tokens=gen.prefill_tokens, decode_steps=gen.decode_steps, decode_rows=gen.decode_rows)
         if phase == "rsft":
             r = config.rsft
@@ -250,6 +247,18 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
                  decode_s_per_step=step, decode_rows=len(batch))
 
 
+def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
+    """:func:`calibrate` on the run's own material: its first two SFT question rows (no knowledge
+    rows) and its eval prompts (the SFT questions' where it has none)."""
+    from library.model.chat import format_example
+    from library.train.sft import sft_examples
+
+    questions_only = config.sft.model_copy(update={"knowledge_epochs": 0, "path_fact_passes": 0})
+    rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
+    return calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in rows],
+                     [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft])
+
+
 def minutes(seconds: float) -> str:
     """``"4 min 05 s"``, or ``"45 s"`` under a minute.
 
@@ -266,15 +275,9 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
     ``meta.json`` records as ``estimate`` (the rates, each entry's seconds, the total)."""
     from rich.table import Table
 
-    from library.model.chat import format_example
-    from library.train.sft import sft_examples
-
     t0 = time.perf_counter()
     plan = plan_work(config, selection, tokenizer, kg)
-    rows = sft_examples(selection.sft[:2], config.sft.model_copy(update={"knowledge_epochs": 0, "path_fact_passes": 0}),
-                        kg=kg, seed=config.seed)
-    rates = calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in rows],
-                      [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft])
+    rates = calibrate_run(config, selection, tokenizer, kg, model)
     seconds = {k: round(v, 1) for k, v in estimate(plan, rates).items()
                if k.removesuffix("_eval") not in done}
     table = Table(title=f"estimated time on this machine (calibrated in {time.perf_counter() - t0:.0f} s)",
