@@ -253,6 +253,17 @@ class AblationSettings(_Strict):
     reward_preset: RewardPreset = "paper+edges+correctness"
 
 
+class SelectionSettings(_Strict):
+    """The RSFT selection experiment: from the RSFT phase's own logged samples, winners chosen by
+    the KG reward (the phase's rule) and by correctness alone, each trained from the SFT result
+    with the RSFT settings and evaluated on the phase's eval questions, at every seed listed (the
+    seed of the training order; the samples are the run's): does the path reward choose better
+    training data than a right/wrong reward?"""
+
+    enabled: bool = False
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+
+
 class TrainConfig(_Strict):
     profile: str = "default"
     model: str = "embedded"
@@ -275,6 +286,7 @@ class TrainConfig(_Strict):
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     distribution: DistributionSettings = Field(default_factory=DistributionSettings)
     ablation: AblationSettings = Field(default_factory=AblationSettings)
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
     @model_validator(mode="after")
@@ -283,6 +295,8 @@ class TrainConfig(_Strict):
             raise ValueError("grpo.init_from is 'rsft' but rsft is disabled")
         if self.ablation.enabled and not self.grpo.enabled:
             raise ValueError("ablation.enabled compares against the GRPO phase, but grpo is disabled")
+        if self.selection.enabled and not self.rsft.enabled:
+            raise ValueError("selection.enabled re-chooses the RSFT phase's samples, but rsft is disabled")
         return self
 
     def phases(self) -> list[str]:

@@ -76,3 +76,38 @@ def paired_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, n
                 p_not_better=sum(1 for d in boots if d <= 0) / n_boot,
                 discordant={"a_only": sum(1 for x, y in zip(xa, xb) if x > y),
                             "b_only": sum(1 for x, y in zip(xa, xb) if y > x)})
+
+
+def paired_difference_repeated(correct_a: Sequence[Sequence[bool]], correct_b: Sequence[Sequence[bool]], *,
+                               n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+    """Accuracy of b minus a over the same questions measured at several seeds: ``correct_a[s][i]``
+    is question i at seed s. The questions are resampled (each with its difference averaged over
+    the seeds), not the (seed, question) pairs: a question answered alike at three seeds is one
+    observation, not three, so near-identical seeds do not narrow the interval.
+
+    >>> a = [[True] * 5 + [False] * 15] * 3       # three seeds that agree question by question
+    >>> b = [[True] * 7 + [False] * 13] * 3
+    >>> r = paired_difference_repeated(a, b)
+    >>> r["diff"], r["n"], r["n_seeds"], r["ci"] == paired_difference(a[0], b[0])["ci"]
+    (0.1, 20, 3, True)
+    >>> r["discordant"]                           # summed over the seeds
+    {'a_only': 0, 'b_only': 6}
+    """
+    k = len(correct_a)
+    if k == 0 or k != len(correct_b):
+        raise ValueError(f"paired_difference_repeated needs the same seeds on both sides ({k} vs {len(correct_b)})")
+    n = len(correct_a[0])
+    if n == 0 or any(len(x) != n for x in (*correct_a, *correct_b)):
+        raise ValueError("paired_difference_repeated needs every seed to answer the same, non-empty questions")
+    per_q = [sum((1 if correct_b[s][i] else 0) - (1 if correct_a[s][i] else 0) for s in range(k)) / k
+             for i in range(n)]
+    rng = random.Random(seed)
+    boots = sorted(sum(per_q[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
+    tail = (1 - confidence) / 2
+    lo = boots[min(n_boot - 1, int(math.floor(tail * n_boot)))]
+    hi = boots[min(n_boot - 1, int(math.ceil((1 - tail) * n_boot)) - 1)]
+    acc = lambda runs: sum(1 for run in runs for x in run if x) / (k * n)
+    return dict(accuracy_a=acc(correct_a), accuracy_b=acc(correct_b), diff=sum(per_q) / n, ci=[lo, hi],
+                p_not_better=sum(1 for d in boots if d <= 0) / n_boot, n=n, n_seeds=k,
+                discordant={"a_only": sum(1 for s in range(k) for i in range(n) if correct_a[s][i] and not correct_b[s][i]),
+                            "b_only": sum(1 for s in range(k) for i in range(n) if correct_b[s][i] and not correct_a[s][i])})

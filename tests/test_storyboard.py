@@ -422,3 +422,28 @@ def test_the_short_credits_each_phase_with_what_it_added_on_the_run(run_with_kg)
     end = resolve_shots(sb, reference)[-1]
     assert end.caption == "SFT +79, RSFT +5 points. GRPO: nothing measurable."
     assert [s["measurable"] for s in reference.steps()] == [True, True, False]
+
+
+def test_the_selection_experiment_is_told_only_where_the_run_measured_it():
+    """A run with the RSFT selection experiment (the committed food run) gets the explainer's shot
+    "What the graph's reward adds" and a line on the Short's end card, numbers from its
+    metrics.json, said to be unmeasurable when the interval includes 0; a run without it (the
+    reference run) gets neither."""
+    import json
+
+    food = RunData.load(REPO / "data" / "runs" / "food", kg_default=REPO / "data" / "food" / "kg.json",
+                        questions_default=REPO / "data" / "food" / "eval.jsonl")
+    over = json.loads((REPO / "data" / "runs" / "food" / "metrics.json").read_text())["selection"]["over_seeds"]
+    short = load_storyboard(REPO / "storyboards" / "short.yaml")
+    footer = resolve_shots(short, food)[-1].payload["footer"]
+    measurable = over["ci"][0] > 0 or over["ci"][1] < 0
+    assert footer.startswith(f"RSFT data by right answers only, not the path: {100 * over['diff']:+.0f} pts"
+                             + ("" if measurable else " (not measurable)") + ", 3 seeds.")
+    explainer = load_storyboard(REPO / "storyboards" / "explainer.yaml")
+    shot = [s for s in resolve_shots(explainer, food) if s.payload.get("title") == "What the graph's reward adds"]
+    assert len(shot) == 1 and f"{100 * over['diff']:+.1f} points" in shot[0].payload["subtitle"]
+    assert ("nothing measurable" in shot[0].payload["subtitle"]) == (not measurable)
+    reference = RunData.load(REPO / explainer.run, kg_default=REPO / explainer.kg,
+                             questions_default=REPO / explainer.questions)
+    assert not [s for s in resolve_shots(explainer, reference) if s.payload.get("title") == "What the graph's reward adds"]
+    assert "RSFT data" not in resolve_shots(short, reference)[-1].payload["footer"]

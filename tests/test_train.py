@@ -517,6 +517,60 @@ def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(t
     assert run.read_meta()["phases_completed"][-1] == "ablation"
 
 
+def test_selection_experiment_trains_both_rules_from_the_phase_samples_at_each_seed(tmp_path):
+    """selection.enabled: from the RSFT phase's logged samples, winners by the KG reward and by
+    correctness alone, trained from SFT at each seed and paired on the phase's eval questions; the
+    reward rule at the run's seed is the phase itself, and the main log is untouched."""
+    from library.experiments import run_experiments
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    run_dir = tmp_path / "run"
+    run_training(tiny_config(data_dir, grpo={"enabled": False}), run_dir)
+    # The tiny model answers nothing right: make each prompt's two samples right, the second one
+    # naming more of the path (the phase's reward rule picks it, correctness alone the first).
+    lines = []
+    for line in (run_dir / "episodes.jsonl").read_text().splitlines():
+        ep = json.loads(line)
+        if ep["phase"] == "rsft" and ep.get("kind") == "rollout":
+            i = ep["sample_idx"]
+            ep.update(correct=True, selected=i == 1, completion=f"TRACE: step {i}\nANSWER: {ep['answer_star']}")
+            ep["reward"].update(correctness=1.0, path_coverage=0.5 * i, total=1.0 + 0.5 * i)
+        lines.append(json.dumps(ep))
+    (run_dir / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    main_episodes = (run_dir / "episodes.jsonl").read_text()
+
+    config = tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 1]})
+    run = run_experiments(config, run_dir)
+    block = run.read_metrics()["selection"]
+    assert block["n_prompts"] == 2 and block["n_winners"] == {"reward": 2, "correctness": 2}
+    assert block["prompts_with_another_winner"] == 2
+    assert block["winner_path_coverage"] == {"reward": 0.5, "correctness": 0.0}
+    n = run.read_metrics()["eval"]["rsft"]["n"]
+    assert block["n"] == n and block["arms"]["reward-seed0"]["from_phase"] == "rsft"
+    for name in ("correctness-seed0", "reward-seed1", "correctness-seed1"):
+        assert block["arms"][name]["steps"] == 1 and block["arms"][name]["n"] == n
+        assert len(RunDir(run_dir / "selection" / name).read_episodes(split="eval")) == n
+    assert not (run_dir / "selection" / "reward-seed0").exists()
+    assert set(block["vs_reward_by_seed"]) == {"0", "1"} and block["vs_rsft"]["n"] == n
+    assert block["correctness"]["n"] == n and block["correctness"]["correct"] == block["arms"]["correctness-seed0"]["correct"]
+    assert block["vs_rsft"]["phase_b"] == "selection" and block["vs_rsft"]["diff"] == block["vs_reward_by_seed"]["0"]["diff"]
+    assert block["over_seeds"]["n"] == n and block["over_seeds"]["n_seeds"] == 2
+    assert block["over_seeds_grounded"]["n_seeds"] == 2
+    assert (run_dir / "episodes.jsonl").read_text() == main_episodes
+    meta = run.read_meta()
+    assert meta["phases_completed"][-1] == "selection"
+    # run again (as after a kill once the arms were evaluated): finished arms are read, not redone
+    arm_log = (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text()
+    run.write_meta({**meta, "phases_completed": meta["phases_completed"][:-1]})
+    again = run_experiments(config, run_dir).read_metrics()["selection"]
+    assert (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text() == arm_log
+    assert again["arms"] == block["arms"] and again["over_seeds"] == block["over_seeds"]
+    with pytest.raises(ValueError, match="rsft is disabled"):
+        tiny_config(data_dir, rsft={"enabled": False}, grpo={"enabled": False}, selection={"enabled": True})
+
+
 def test_a_run_folder_has_one_writer_and_stop_after_holds_on_resume(tmp_path):
     """A second writer on a run folder stops with the holder's pid (both writers used to finish
     with duplicated episodes); --resume --stop-after a completed phase goes no further."""
@@ -603,6 +657,13 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     assert plan["base_eval"].decode_steps >= plan["sft_eval"].decode_steps > 0
     assert plan["grpo"].train_tokens > 0 and plan["rsft"].decode_steps > 0
     assert isinstance(data.kg, KnowledgeGraph)
+    # the selection experiment: every arm but the phase itself trains RSFT's steps, with no sampling
+    chosen = config.model_copy(update={"selection": config.selection.model_copy(update={"enabled": True})})
+    arms = [k for k in plan_work(chosen, selection, tok, data.kg) if k.startswith("selection_")]
+    assert arms == ["selection_correctness_seed0", "selection_reward_seed1", "selection_correctness_seed1",
+                    "selection_reward_seed2", "selection_correctness_seed2"]
+    arm = plan_work(chosen, selection, tok, data.kg)["selection_reward_seed1"]
+    assert arm.train_tokens == plan["rsft"].train_tokens and arm.decode_steps == plan["rsft_eval"].decode_steps
 
 
 def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():

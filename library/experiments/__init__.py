@@ -6,7 +6,9 @@ adapters, and adds its answer to the run's ``metrics.json`` under its own key:
 
 - ``distribution`` (library/experiments/distribution.py): RSFT on easy against hard prompts;
 - ``ablation`` (library/experiments/ablation.py): GRPO under another reward, paired against
-  the main GRPO phase.
+  the main GRPO phase;
+- ``selection`` (library/experiments/selection.py): RSFT's winners chosen by the KG reward against
+  by correctness alone, from the same samples, over several seeds.
 
 Each writes its episodes to a sub-run (``<run>/<experiment>/<condition>/``), never into the main
 log, and is listed in ``meta.json`` ``phases_completed`` once done, so a killed experiment is
@@ -26,7 +28,7 @@ from library.config import TrainConfig
 from library.runs.folder import RunDir
 
 #: The experiments, in the order they run.
-EXPERIMENTS = ("distribution", "ablation")
+EXPERIMENTS = ("distribution", "ablation", "selection")
 
 
 class ExperimentError(RuntimeError):
@@ -72,6 +74,7 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
 
     from library.experiments.ablation import run_ablation
     from library.experiments.distribution import run_distribution
+    from library.experiments.selection import run_selection
     from library.model.distributed import is_writer, main_process_first, wait_for_everyone
     from library.model.load import load_model
     from library.train.backends.phases import RunContext
@@ -94,8 +97,10 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
         if name == "distribution":
             metrics[name] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
                                              main_rsft=metrics.get("training", {}).get("rsft"))
-        else:
+        elif name == "ablation":
             metrics[name] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
+        else:
+            metrics[name] = run_selection(backend.policy, tokenizer, config, data, selection, run, console)
         completed.append(name)
         meta["phases_completed"] = list(completed)
         if writer:

@@ -176,6 +176,15 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             out[f"distribution_{condition}"] = _sum(plan["rsft"], plan["rsft_eval"])
     if config.ablation.enabled and "grpo" in plan:
         out["ablation"] = _sum(plan["grpo"], plan["grpo_eval"])
+    if config.selection.enabled and "rsft" in plan:
+        # each arm trains RSFT's steps on logged samples (no sampling) and answers RSFT's eval
+        # questions; the reward rule at the run's own seed is the RSFT phase itself
+        arm = Work(train_tokens=plan["rsft"].train_tokens, prefill_tokens=plan["rsft_eval"].prefill_tokens,
+                   decode_steps=plan["rsft_eval"].decode_steps, decode_rows=plan["rsft_eval"].decode_rows)
+        for seed in config.selection.seeds:
+            for rule in ("reward", "correctness"):
+                if not (rule == "reward" and seed == config.seed):
+                    out[f"selection_{rule}_seed{seed}"] = arm
     return out
 
 

@@ -182,7 +182,7 @@ def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
         except ValidationError:
             pass  # compared as recorded: it differs
     current = dict(config.to_meta() if isinstance(config, TrainConfig) else config)
-    for section in ("distribution", "ablation", "estimate"):
+    for section in ("distribution", "ablation", "selection", "estimate"):
         current.pop(section, None)
     return current
 

@@ -15,6 +15,10 @@ would just be SFT again); how many were dropped is logged.
 Every sample is logged as an Episode (phase ``rsft``, ``kind: "rollout"``, ``sample_idx``,
 ``selected`` on the winner), so what RSFT trained on can be audited from episodes.jsonl alone.
 The winners then continue training the SFT adapter with the same completion-only SFTTrainer.
+
+The selection experiment (library/experiments/selection.py) asks what the KG reward adds here:
+:func:`winners_from_rollouts` picks again from the same logged samples by correctness alone, and
+:func:`train_winners` trains either choice the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ from library.runs.rollouts import log_episodes, to_episodes
 from library.train.data import assert_training_only
 
 ROLLOUTS_DONE = "rollouts.done"
+
+
+#: How a prompt's winner is chosen from its samples: ``reward`` ranks them by the KG reward
+#: (:func:`rank_key`; what the RSFT phase trains on), ``correctness`` takes the first right sample
+#: in sampling order, blind to the path (what an outcome-only reward could choose).
+SELECTION_RULES = ("reward", "correctness")
 
 
 def _trace_len(parsed: Any) -> int:
@@ -74,6 +84,44 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
         if keep:
             winners.append((q, samples[best]))
     return episodes, winners
+
+
+def winners_from_rollouts(episodes: Iterable[Episode], questions_by_id: dict[str, Any],
+                          rule: str = "reward") -> list[tuple[Any, str]]:
+    """The (question, completion) pairs a selection rule trains on, from RSFT's logged rollouts,
+    in the order the prompts were sampled.
+
+    ``reward``: the samples the phase marked ``selected`` (its best-ranked, when right).
+    ``correctness``: each prompt's first right sample by ``sample_idx`` (the samples of a group
+    are independent draws, so the first right one is a random right one).
+
+    >>> from library.contracts import Episode
+    >>> def ep(i, ok, cov):
+    ...     return Episode(phase="rsft", step=0, ex_id="q", split="train", prompt="p", completion=f"c{i}",
+    ...         parsed={"answer": "A", "trace_text": "", "trace_entities": [], "path_entities": [],
+    ...                 "valid_format": True, "claims": []},
+    ...         reward={"correctness": 1.0 if ok else -1.0, "path_coverage": cov, "path_reward": cov,
+    ...                 "spam_penalty": 0.0, "total": (1.0 if ok else -1.0) + cov},
+    ...         kind="rollout", correct=ok, sample_idx=i, selected=(i == 2))
+    >>> group = [ep(0, False, 1.0), ep(1, True, 0.0), ep(2, True, 1.0)]
+    >>> [c for _, c in winners_from_rollouts(group, {"q": "question"}, "reward")]
+    ['c2']
+    >>> [c for _, c in winners_from_rollouts(group, {"q": "question"}, "correctness")]
+    ['c1']
+    """
+    if rule not in SELECTION_RULES:
+        raise ValueError(f"unknown selection rule {rule!r}; expected one of {', '.join(SELECTION_RULES)}")
+    groups: dict[str, list[Episode]] = {}
+    for ep in episodes:
+        groups.setdefault(ep.ex_id, []).append(ep)
+    winners = []
+    for ex_id, group in groups.items():
+        if rule == "reward":
+            chosen = [ep for ep in group if ep.selected]
+        else:
+            chosen = [ep for ep in sorted(group, key=lambda e: e.sample_idx or 0) if ep.correct][:1]
+        winners += [(questions_by_id[ex_id], ep.completion) for ep in chosen]
+    return winners
 
 
 def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
@@ -127,7 +175,6 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     sampled them is saved as the phase's adapter, as when no sample was correct.
     """
     from library.runs.folder import RunDir
-    from library.train.sft import sft_rows, train_lora
 
     questions = list(questions)
     assert_training_only(questions, forbidden_ids)
@@ -141,7 +188,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     reused = False
     if resume and done.exists():
         episodes = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
-        winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
+        winners = winners_from_rollouts(episodes, by_id, "reward")
         reused = True
     else:
         from library.model.distributed import is_writer, wait_for_everyone
@@ -185,14 +232,23 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         result.extra["skipped_training"] = "stopped by the monitor" if stop is not None else "no correct samples"
         return model, result
 
-    rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))
     t1 = time.perf_counter()
-    model, train = train_lora(
+    model, result.train = train_winners(model, tokenizer, winners, settings, ckpt_dir=ckpt_dir,
+                                        adapter_dir=adapter_dir, seed=seed, resume=resume, callbacks=callbacks)
+    result.seconds_training = time.perf_counter() - t1
+    return model, result
+
+
+def train_winners(model, tokenizer, winners: Sequence[tuple[Any, str]], settings: RSFTSettings, *,
+                  ckpt_dir: Path, adapter_dir: Path, seed: int, resume: bool = True, callbacks: list | None = None):
+    """Train the adapter of ``model`` on the winners with the completion-only SFTTrainer; returns
+    ``(model, LoraTrainResult)``. The RSFT phase and the selection experiment both train here."""
+    from library.train.sft import sft_rows, train_lora
+
+    rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))
+    return train_lora(
         model, tokenizer, rows, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
         learning_rate=settings.learning_rate, max_steps=settings.max_steps, batch_size=settings.batch_size,
         max_length=settings.max_length, seed=seed, save_steps=settings.save_steps, resume=resume,
         callbacks=callbacks,
     )
-    result.train = train
-    result.seconds_training = time.perf_counter() - t1
-    return model, result

@@ -99,7 +99,7 @@ class MlxBackend(PhaseBackend):
 
     def _rsft(self, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
         from library.runs.rollouts import log_episodes
-        from library.train.rsft import ROLLOUTS_DONE
+        from library.train.rsft import ROLLOUTS_DONE, winners_from_rollouts
         from library.contracts import ROLLOUT_KIND
 
         cfg, sel, run = self.ctx.config, self.ctx.selection, self.ctx.run
@@ -111,7 +111,7 @@ class MlxBackend(PhaseBackend):
         reused = done.exists()
         if reused:
             episodes = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
-            winners = [(by_id[ep.ex_id], ep.completion) for ep in episodes if ep.selected]
+            winners = winners_from_rollouts(episodes, by_id, "reward")
         else:
             run.drop_episodes("rsft")
             completions = M.sample_mlx(self.model_path, self._mlx_dir("sft"), [q.prompt for q in questions],

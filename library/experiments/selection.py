@@ -1,0 +1,162 @@
+"""The RSFT selection experiment: does the KG's path reward choose better training data than a
+right/wrong reward would?
+
+RSFT samples K completions per prompt and trains on one winner each. The phase ranks a prompt's
+samples by the KG reward (right answer, then the path it names: :func:`library.train.rsft.rank_key`);
+an outcome-only reward could only tell right from wrong, so it would train on any right sample.
+This experiment takes the RSFT phase's own logged samples (the same prompts, the same draws),
+picks the winners both ways (:func:`library.train.rsft.winners_from_rollouts`), trains each set
+from the SFT result with the RSFT settings at every seed listed, and answers the RSFT phase's
+eval questions with each. Only the choice of winners differs between the arms of a seed, so their
+paired difference is what the path reward contributed to RSFT; over several seeds the training
+order's share of the difference shows too.
+
+The reward rule at the run's own seed is the RSFT phase itself (same winners, same start, same
+seed): its adapter and eval episodes are reused, not trained twice. Every other arm is a sub-run
+``<run>/selection/<rule>-seed<N>/`` with its adapter beside the main ones, so a killed experiment
+resumes from its checkpoints. It runs beside the pipeline (:func:`library.experiments.run_experiments`).
+"""
+
+from __future__ import annotations
+
+import time
+from statistics import mean
+from typing import Any, Callable
+
+from rich.console import Console
+
+from library.config import TrainConfig
+from library.evaluation.evaluate import grounded_episode
+from library.runs.folder import RunDir
+from library.train.data import DataBundle, Selection
+
+
+def winner_summary(rollouts: list, winners: dict[str, list[tuple[Any, str]]]) -> dict[str, Any]:
+    """How the rules' winners differ: counts, prompts whose winner is another sample, the mean path
+    coverage of each rule's winners and how many of them are grounded (their TRACE claims every
+    gold edge in order), from the rewards the samples got.
+
+    >>> from types import SimpleNamespace as NS
+    >>> q = NS(id="q")
+    >>> r = lambda c, cov, hits: NS(completion=c, ex_id="q", hop_len=3, parsed=NS(valid_format=True, answer="A"),
+    ...                             reward=NS(path_coverage=cov, model_extra={"edge_hits": hits}))
+    >>> s = winner_summary([r("a", 0.5, 1), r("b", 1.0, 3)], {"reward": [(q, "b")], "correctness": [(q, "a")]})
+    >>> s["n_winners"], s["prompts_with_another_winner"], s["winner_path_coverage"], s["winners_grounded"]
+    ({'reward': 1, 'correctness': 1}, 1, {'reward': 1.0, 'correctness': 0.5}, {'reward': 1, 'correctness': 0})
+    """
+    by_key = {(ep.ex_id, ep.completion): ep for ep in rollouts}
+    chosen = {rule: {q.id: c for q, c in pairs} for rule, pairs in winners.items()}
+    rules = list(winners)
+    prompts = set().union(*(set(c) for c in chosen.values()))
+    differ = sum(1 for pid in prompts if len({chosen[r].get(pid) for r in rules}) > 1)
+
+    def coverage(rule: str) -> float:
+        eps = [by_key[(pid, c)] for pid, c in chosen[rule].items()]
+        return round(mean(float(ep.reward.path_coverage) for ep in eps), 4) if eps else 0.0
+
+    return {"n_prompts": len({ep.ex_id for ep in rollouts}), "n_samples": len(rollouts),
+            "n_winners": {r: len(chosen[r]) for r in rules},
+            "prompts_with_another_winner": differ,
+            "winner_path_coverage": {r: coverage(r) for r in rules},
+            "winners_grounded": {r: sum(grounded_episode(by_key[(pid, c)]) for pid, c in chosen[r].items())
+                                 for r in rules}}
+
+
+def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
+                  selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
+    """Both selection rules at every seed of ``config.selection.seeds``; returns the metrics block:
+    the winners' summary, each arm's accuracy on the RSFT phase's eval questions, the correctness
+    rule at the run's seed as an accuracy block (``correctness``) paired with the RSFT phase
+    (``vs_rsft``), the paired difference correctness - reward at each seed (``vs_reward_by_seed``)
+    and over all seeds (``over_seeds``: questions resampled, each averaged over the seeds; and
+    ``over_seeds_grounded``, the same for right answers whose TRACE holds the gold path). A
+    negative ``diff`` means the path reward chose better training data."""
+    from transformers import set_seed
+
+    from library.contracts import EVAL_KIND, ROLLOUT_KIND
+    from library.evaluation.evaluate import evaluate
+    from library.scoring.reward import RewardModel
+    from library.stats import paired_difference, paired_difference_repeated, wilson_interval
+    from library.train.rsft import SELECTION_RULES, train_winners, winners_from_rollouts
+
+    t0 = time.perf_counter()
+    rollouts = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
+    if not rollouts:
+        from library.experiments import ExperimentError
+
+        raise ExperimentError(f"{run.path}: the RSFT phase logged no samples to choose from")
+    by_id = {q.id: q for q in selection.rsft_prompts}
+    winners = {rule: winners_from_rollouts(rollouts, by_id, rule) for rule in SELECTION_RULES}
+    out: dict[str, Any] = winner_summary(rollouts, winners)
+    console.rule("[bold]selection: RSFT winners by the KG reward and by correctness alone")
+    console.print(f"  {out['n_winners']['reward']} winners by reward, {out['n_winners']['correctness']} by correctness; "
+                  f"{out['prompts_with_another_winner']} of {out['n_prompts']} prompts train on another sample")
+
+    main_eval = {e.ex_id: e for e in run.iter_episodes(phase="rsft", split="eval") if e.kind == EVAL_KIND}
+    questions = [q for q in selection.eval if q.id in main_eval]
+    eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
+    outcomes: dict[tuple[str, int], dict[str, bool]] = {}
+    grounded: dict[tuple[str, int], dict[str, bool]] = {}  # right with the whole gold path in the TRACE
+    arms: dict[str, Any] = {}
+    for seed in config.selection.seeds:
+        for rule in SELECTION_RULES:
+            name = f"{rule}-seed{seed}"
+            if rule == "reward" and seed == config.seed:
+                console.print(f"  [dim]{name}: the RSFT phase itself (same winners, start and seed)[/]")
+                episodes = list(main_eval.values())
+                arms[name] = {"from_phase": "rsft"}
+            else:
+                sub = RunDir(run.path / "selection" / name)
+                sub.path.mkdir(parents=True, exist_ok=True)
+                episodes = [e for e in sub.read_episodes(split="eval") if e.kind == EVAL_KIND]
+                steps = config.rsft.max_steps if winners[rule] else None
+            if not {q.id for q in questions} <= {e.ex_id for e in episodes}:
+                # (a finished arm is reused: its eval starts only once its training has finished)
+                console.rule(f"[bold]selection: {name}")
+                set_seed(seed)
+                model = policy("sft")
+                if winners[rule]:  # no right sample at all: the arm is the SFT result, as in the phase
+                    model, train = train_winners(model, tokenizer, winners[rule], config.rsft,
+                                                 ckpt_dir=run.path / "checkpoints" / "selection" / name,
+                                                 adapter_dir=run.path / "adapters" / "selection" / name,
+                                                 seed=seed, resume=True)
+                    steps = train.steps
+                # An eval left by an interrupted attempt came from this finished adapter (training
+                # resumed to the end first): evaluate() answers only the questions still missing.
+                model.eval()
+                evaluate(model, tokenizer, questions, eval_reward, phase="rsft", split="eval", run=sub,
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
+                         store_metrics=False)
+                model.unload()
+                episodes = [e for e in sub.read_episodes(split="eval") if e.kind == EVAL_KIND]
+            if name not in arms:
+                arms[name] = {"steps": steps}
+            outcomes[(rule, seed)] = {e.ex_id: bool(e.correct) for e in episodes}
+            grounded[(rule, seed)] = {e.ex_id: bool(e.correct) and grounded_episode(e) for e in episodes}
+            right = sum(outcomes[(rule, seed)].values())
+            arms[name].update({"n": len(episodes), "correct": right, "grounded": sum(grounded[(rule, seed)].values()),
+                               "accuracy": right / len(episodes) if episodes else 0.0})
+    ids = [q.id for q in questions]
+    seeds = list(config.selection.seeds)
+    per_seed = {str(seed): paired_difference([outcomes[("reward", seed)][i] for i in ids],
+                                             [outcomes[("correctness", seed)][i] for i in ids], seed=seed)
+                for seed in seeds}
+    # The row beside the phases: the correctness rule at the run's own seed, paired with the RSFT
+    # phase (the reward rule at that seed); every seed together in `over_seeds`.
+    own = config.seed if config.seed in seeds else seeds[0]
+    arm = arms[f"correctness-seed{own}"]
+    right = arm["correct"]
+    out["correctness"] = {"n": arm["n"], "correct": right, "accuracy": arm["accuracy"], "seed": own,
+                          "accuracy_ci": list(wilson_interval(right, arm["n"])),
+                          "grounded": {"correct": arm["grounded"], "share_of_correct": arm["grounded"] / right if right else 0.0}}
+    def over_seeds(flags: dict[tuple[str, int], dict[str, bool]]) -> dict[str, Any]:
+        return paired_difference_repeated([[flags[("reward", seed)][i] for i in ids] for seed in seeds],
+                                          [[flags[("correctness", seed)][i] for i in ids] for seed in seeds])
+
+    over = over_seeds(outcomes)
+    out.update({"seeds": seeds, "n": len(ids), "arms": arms,
+                "vs_rsft": {"split": "eval", "phase_a": "rsft", "phase_b": "selection", "seed": own,
+                            **per_seed[str(own)], "n": len(ids)},
+                "vs_reward_by_seed": per_seed, "over_seeds": over, "over_seeds_grounded": over_seeds(grounded),
+                "seconds": round(time.perf_counter() - t0, 2)})
+    return out
