@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
@@ -261,7 +261,14 @@ class SelectionSettings(_Strict):
     training data than a right/wrong reward?"""
 
     enabled: bool = False
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)  # must hold the run's seed
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"selection.seeds repeats a seed: {seeds}")
+        return seeds
 
 
 class TrainConfig(_Strict):
@@ -297,6 +304,9 @@ class TrainConfig(_Strict):
             raise ValueError("ablation.enabled compares against the GRPO phase, but grpo is disabled")
         if self.selection.enabled and not self.rsft.enabled:
             raise ValueError("selection.enabled re-chooses the RSFT phase's samples, but rsft is disabled")
+        if self.selection.enabled and self.seed not in self.selection.seeds:
+            raise ValueError(f"selection.seeds {self.selection.seeds} must include the run's seed {self.seed} "
+                             "(its correctness arm is paired with the RSFT phase)")
         return self
 
     def phases(self) -> list[str]:

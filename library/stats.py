@@ -64,26 +64,18 @@ def paired_difference(correct_a: Sequence[bool], correct_b: Sequence[bool], *, n
     n = len(correct_a)
     if n != len(correct_b) or n == 0:
         raise ValueError(f"paired_difference needs two equally long, non-empty lists ({n} vs {len(correct_b)})")
-    xa = [1 if x else 0 for x in correct_a]
-    xb = [1 if x else 0 for x in correct_b]
-    diffs = [y - x for x, y in zip(xa, xb)]
-    rng = random.Random(seed)
-    boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
-    tail = (1 - confidence) / 2
-    lo = boots[min(n_boot - 1, int(math.floor(tail * n_boot)))]
-    hi = boots[min(n_boot - 1, int(math.ceil((1 - tail) * n_boot)) - 1)]
-    return dict(accuracy_a=sum(xa) / n, accuracy_b=sum(xb) / n, diff=sum(diffs) / n, ci=[lo, hi],
-                p_not_better=sum(1 for d in boots if d <= 0) / n_boot,
-                discordant={"a_only": sum(1 for x, y in zip(xa, xb) if x > y),
-                            "b_only": sum(1 for x, y in zip(xa, xb) if y > x)})
+    out = paired_difference_repeated([correct_a], [correct_b], n_boot=n_boot, seed=seed, confidence=confidence)
+    return {k: out[k] for k in ("accuracy_a", "accuracy_b", "diff", "ci", "p_not_better", "discordant")}
 
 
 def paired_difference_repeated(correct_a: Sequence[Sequence[bool]], correct_b: Sequence[Sequence[bool]], *,
                                n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Accuracy of b minus a over the same questions measured at several seeds: ``correct_a[s][i]``
-    is question i at seed s. The questions are resampled (each with its difference averaged over
-    the seeds), not the (seed, question) pairs: a question answered alike at three seeds is one
-    observation, not three, so near-identical seeds do not narrow the interval.
+    is question i at seed s (one seed is :func:`paired_difference`). The questions are resampled
+    (each with its difference averaged over the seeds), not the (seed, question) pairs: a question
+    answered alike at three seeds is one observation, not three, so near-identical seeds do not
+    narrow the interval. ``discordant`` counts (seed, question) pairs. The interval is conditional
+    on these seeds' runs: the variance between seeds is not in it.
 
     >>> a = [[True] * 5 + [False] * 15] * 3       # three seeds that agree question by question
     >>> b = [[True] * 7 + [False] * 13] * 3
@@ -102,6 +94,7 @@ def paired_difference_repeated(correct_a: Sequence[Sequence[bool]], correct_b: S
     per_q = [sum((1 if correct_b[s][i] else 0) - (1 if correct_a[s][i] else 0) for s in range(k)) / k
              for i in range(n)]
     rng = random.Random(seed)
+    # one seed's differences are -1, 0 or +1: exact sums of integers, as before this function existed
     boots = sorted(sum(per_q[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
     tail = (1 - confidence) / 2
     lo = boots[min(n_boot - 1, int(math.floor(tail * n_boot)))]

@@ -540,6 +540,10 @@ def test_selection_experiment_trains_both_rules_from_the_phase_samples_at_each_s
         lines.append(json.dumps(ep))
     (run_dir / "episodes.jsonl").write_text("\n".join(lines) + "\n")
     main_episodes = (run_dir / "episodes.jsonl").read_text()
+    # ... and, as with right samples, the phase trained on its winners (it skipped training on none)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    skipped = metrics["training"]["rsft"].pop("skipped_training")
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
 
     config = tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 1]})
     run = run_experiments(config, run_dir)
@@ -567,6 +571,27 @@ def test_selection_experiment_trains_both_rules_from_the_phase_samples_at_each_s
     again = run_experiments(config, run_dir).read_metrics()["selection"]
     assert (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text() == arm_log
     assert again["arms"] == block["arms"] and again["over_seeds"] == block["over_seeds"]
+    # a seed added to the profile later is trained on the next run; the others are read back
+    more = tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 1, 2]})
+    wider = run_experiments(more, run_dir)
+    third = wider.read_metrics()["selection"]
+    assert third["seeds"] == [0, 1, 2] and third["arms"]["correctness-seed2"]["steps"] == 1
+    assert (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text() == arm_log
+    assert wider.read_meta()["phases_completed"].count("selection") == 1
+    # a phase that did not train on its winners (no right sample, a monitor stop) is no arm: retrained
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["training"]["rsft"]["skipped_training"] = skipped
+    metrics.pop("selection")
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    meta = wider.read_meta()
+    wider.write_meta({**meta, "phases_completed": [p for p in meta["phases_completed"] if p != "selection"]})
+    retrained = run_experiments(more, run_dir).read_metrics()["selection"]["arms"]["reward-seed0"]
+    assert "from_phase" not in retrained and retrained["steps"] == 1
+    assert len(RunDir(run_dir / "selection" / "reward-seed0").read_episodes(split="eval")) == n
+    with pytest.raises(ValueError, match="must include the run's seed"):
+        tiny_config(data_dir, seed=3, grpo={"enabled": False}, selection={"enabled": True})
+    with pytest.raises(ValueError, match="repeats a seed"):
+        tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 0]})
     with pytest.raises(ValueError, match="rsft is disabled"):
         tiny_config(data_dir, rsft={"enabled": False}, grpo={"enabled": False}, selection={"enabled": True})
 

@@ -35,9 +35,14 @@ class ExperimentError(RuntimeError):
     """The run folder cannot host the experiment (unfinished, or trained with other settings)."""
 
 
-def wanted_experiments(config: TrainConfig, meta: dict[str, Any]) -> list[str]:
-    """The experiments ``config`` enables that the run has not finished yet."""
+def wanted_experiments(config: TrainConfig, meta: dict[str, Any], metrics: dict[str, Any] | None = None) -> list[str]:
+    """The experiments ``config`` enables that the run has not finished yet, or (the selection
+    experiment, given the run's ``metrics``) finished at other seeds than the config now lists:
+    its finished arms are read back, the new seeds trained."""
     done = set(meta.get("phases_completed") or ())
+    selection_seeds = ((metrics or {}).get("selection") or {}).get("seeds")
+    if "selection" in done and selection_seeds is not None and selection_seeds != config.selection.seeds:
+        done.discard("selection")
     return [name for name in EXPERIMENTS if getattr(config, name).enabled and name not in done]
 
 
@@ -52,7 +57,7 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
 
     run = RunDir.open(run_dir)
     meta = run.read_meta()
-    if not wanted_experiments(config, meta):
+    if not wanted_experiments(config, meta, run.read_metrics()):
         return run
     if meta.get("status") != "complete":
         raise ExperimentError(f"{run.path}: experiments run on a finished run (status: {meta.get('status')!r}); "
@@ -92,7 +97,7 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
                              console=console), base)
     metrics = run.read_metrics()
     completed = list(meta.get("phases_completed") or ())
-    for name in wanted_experiments(config, meta):
+    for name in wanted_experiments(config, meta, metrics):
         set_seed(config.seed)
         if name == "distribution":
             metrics[name] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
@@ -101,7 +106,7 @@ def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, c
             metrics[name] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
         else:
             metrics[name] = run_selection(backend.policy, tokenizer, config, data, selection, run, console)
-        completed.append(name)
+        completed = [p for p in completed if p != name] + [name]
         meta["phases_completed"] = list(completed)
         if writer:
             run.write_metrics(metrics)

@@ -62,28 +62,42 @@ def winner_summary(rollouts: list, winners: dict[str, list[tuple[Any, str]]]) ->
                                  for r in rules}}
 
 
+def _total_seconds(arms: dict[str, Any]) -> float | None:
+    """The trained arms' seconds summed; None when an arm's were not recorded (read back from an
+    older log).
+
+    >>> _total_seconds({"reward-seed0": {"from_phase": "rsft"}, "correctness-seed0": {"seconds": 200.0}})
+    200.0
+    >>> _total_seconds({"correctness-seed0": {"seconds": None}}) is None
+    True
+    """
+    seconds = [arm.get("seconds") for arm in arms.values() if "from_phase" not in arm]
+    return None if any(x is None for x in seconds) else round(sum(seconds), 2)
+
+
 def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
                   selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
     """Both selection rules at every seed of ``config.selection.seeds``; returns the metrics block:
-    the winners' summary, each arm's accuracy on the RSFT phase's eval questions, the correctness
-    rule at the run's seed as an accuracy block (``correctness``) paired with the RSFT phase
-    (``vs_rsft``), the paired difference correctness - reward at each seed (``vs_reward_by_seed``)
-    and over all seeds (``over_seeds``: questions resampled, each averaged over the seeds; and
-    ``over_seeds_grounded``, the same for right answers whose TRACE holds the gold path). A
-    negative ``diff`` means the path reward chose better training data."""
+    the winners' summary; each arm's accuracy on the RSFT phase's eval questions; the correctness
+    rule at the run's seed as a metrics block (``correctness``, the layout of an eval phase's)
+    paired with the RSFT phase (``vs_rsft``, :func:`library.evaluation.evaluate.compare_phases`);
+    the paired difference correctness - reward at each seed (``vs_reward_by_seed``) and over all
+    seeds (``over_seeds``: questions resampled, each averaged over the seeds; ``over_seeds_grounded``
+    the same for right answers whose TRACE holds the gold path). A negative ``diff`` means the path
+    reward chose better training data. The intervals hold the run's one draw of samples fixed."""
     from transformers import set_seed
 
-    from library.contracts import EVAL_KIND, ROLLOUT_KIND
-    from library.evaluation.evaluate import evaluate
+    from library.contracts import ROLLOUT_KIND
+    from library.evaluation.evaluate import compare_phases, evaluate, metrics_from_episodes
+    from library.runs.reader import eval_episodes
     from library.scoring.reward import RewardModel
-    from library.stats import paired_difference, paired_difference_repeated, wilson_interval
+    from library.stats import paired_difference, paired_difference_repeated
     from library.train.rsft import SELECTION_RULES, train_winners, winners_from_rollouts
 
-    t0 = time.perf_counter()
+    from library.experiments import ExperimentError
+
     rollouts = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
     if not rollouts:
-        from library.experiments import ExperimentError
-
         raise ExperimentError(f"{run.path}: the RSFT phase logged no samples to choose from")
     by_id = {q.id: q for q in selection.rsft_prompts}
     winners = {rule: winners_from_rollouts(rollouts, by_id, rule) for rule in SELECTION_RULES}
@@ -92,35 +106,42 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
     console.print(f"  {out['n_winners']['reward']} winners by reward, {out['n_winners']['correctness']} by correctness; "
                   f"{out['prompts_with_another_winner']} of {out['n_prompts']} prompts train on another sample")
 
-    main_eval = {e.ex_id: e for e in run.iter_episodes(phase="rsft", split="eval") if e.kind == EVAL_KIND}
+    metrics = run.read_metrics()
+    main_eval = eval_episodes(run.iter_episodes(phase="rsft"), phase="rsft", split="eval", step=0)
     questions = [q for q in selection.eval if q.id in main_eval]
+    phase = metrics.get("training", {}).get("rsft", {})
+    # The reward rule at the run's seed is the RSFT phase itself (the pipeline seeds a phase as this
+    # experiment seeds an arm) only when the phase trained, here, on its winners.
+    phase_is_arm = phase.get("backend", "torch") == "torch" and "skipped_training" not in phase
+    before = (metrics.get("selection") or {}).get("arms", {})
     eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
-    outcomes: dict[tuple[str, int], dict[str, bool]] = {}
-    grounded: dict[tuple[str, int], dict[str, bool]] = {}  # right with the whole gold path in the TRACE
+    arm_episodes: dict[tuple[str, int], list] = {}
     arms: dict[str, Any] = {}
     for seed in config.selection.seeds:
         for rule in SELECTION_RULES:
             name = f"{rule}-seed{seed}"
-            if rule == "reward" and seed == config.seed:
+            if rule == "reward" and seed == config.seed and phase_is_arm:
                 console.print(f"  [dim]{name}: the RSFT phase itself (same winners, start and seed)[/]")
-                episodes = list(main_eval.values())
+                arm_episodes[(rule, seed)] = [main_eval[q.id] for q in questions]
                 arms[name] = {"from_phase": "rsft"}
-            else:
-                sub = RunDir(run.path / "selection" / name)
-                sub.path.mkdir(parents=True, exist_ok=True)
-                episodes = [e for e in sub.read_episodes(split="eval") if e.kind == EVAL_KIND]
-                steps = config.rsft.max_steps if winners[rule] else None
-            if not {q.id for q in questions} <= {e.ex_id for e in episodes}:
-                # (a finished arm is reused: its eval starts only once its training has finished)
+                continue
+            sub = RunDir(run.path / "selection" / name)
+            sub.path.mkdir(parents=True, exist_ok=True)
+            found = eval_episodes(sub.iter_episodes(phase="rsft"), phase="rsft", split="eval", step=0)
+            arms[name] = {"steps": config.rsft.max_steps if winners[rule] else None,
+                          "seconds": before.get(name, {}).get("seconds")}
+            if not all(q.id in found for q in questions):
+                # (a finished arm is read back: its eval starts only once its training has finished)
                 console.rule(f"[bold]selection: {name}")
+                t0 = time.perf_counter()
                 set_seed(seed)
                 model = policy("sft")
                 if winners[rule]:  # no right sample at all: the arm is the SFT result, as in the phase
                     model, train = train_winners(model, tokenizer, winners[rule], config.rsft,
                                                  ckpt_dir=run.path / "checkpoints" / "selection" / name,
                                                  adapter_dir=run.path / "adapters" / "selection" / name,
-                                                 seed=seed, resume=True)
-                    steps = train.steps
+                                                 seed=seed, forbidden_ids=selection.forbidden_ids, resume=True)
+                    arms[name]["steps"] = train.steps
                 # An eval left by an interrupted attempt came from this finished adapter (training
                 # resumed to the end first): evaluate() answers only the questions still missing.
                 model.eval()
@@ -128,35 +149,28 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
                          batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
                          store_metrics=False)
                 model.unload()
-                episodes = [e for e in sub.read_episodes(split="eval") if e.kind == EVAL_KIND]
-            if name not in arms:
-                arms[name] = {"steps": steps}
-            outcomes[(rule, seed)] = {e.ex_id: bool(e.correct) for e in episodes}
-            grounded[(rule, seed)] = {e.ex_id: bool(e.correct) and grounded_episode(e) for e in episodes}
-            right = sum(outcomes[(rule, seed)].values())
-            arms[name].update({"n": len(episodes), "correct": right, "grounded": sum(grounded[(rule, seed)].values()),
-                               "accuracy": right / len(episodes) if episodes else 0.0})
-    ids = [q.id for q in questions]
+                arms[name]["seconds"] = round(time.perf_counter() - t0, 2)
+                found = eval_episodes(sub.iter_episodes(phase="rsft"), phase="rsft", split="eval", step=0)
+            arm_episodes[(rule, seed)] = [found[q.id] for q in questions]
+    for (rule, seed), episodes in arm_episodes.items():
+        block = metrics_from_episodes(episodes)
+        arms[f"{rule}-seed{seed}"].update({"n": block["n"], "correct": block["correct"],
+                                           "grounded": block["grounded"]["correct"], "accuracy": block["accuracy"]})
     seeds = list(config.selection.seeds)
-    per_seed = {str(seed): paired_difference([outcomes[("reward", seed)][i] for i in ids],
-                                             [outcomes[("correctness", seed)][i] for i in ids], seed=seed)
-                for seed in seeds}
-    # The row beside the phases: the correctness rule at the run's own seed, paired with the RSFT
-    # phase (the reward rule at that seed); every seed together in `over_seeds`.
-    own = config.seed if config.seed in seeds else seeds[0]
-    arm = arms[f"correctness-seed{own}"]
-    right = arm["correct"]
-    out["correctness"] = {"n": arm["n"], "correct": right, "accuracy": arm["accuracy"], "seed": own,
-                          "accuracy_ci": list(wilson_interval(right, arm["n"])),
-                          "grounded": {"correct": arm["grounded"], "share_of_correct": arm["grounded"] / right if right else 0.0}}
-    def over_seeds(flags: dict[tuple[str, int], dict[str, bool]]) -> dict[str, Any]:
-        return paired_difference_repeated([[flags[("reward", seed)][i] for i in ids] for seed in seeds],
-                                          [[flags[("correctness", seed)][i] for i in ids] for seed in seeds])
+    right = {key: [bool(e.correct) for e in eps] for key, eps in arm_episodes.items()}
+    solid = {key: [bool(e.correct) and grounded_episode(e) for e in eps] for key, eps in arm_episodes.items()}
 
-    over = over_seeds(outcomes)
-    out.update({"seeds": seeds, "n": len(ids), "arms": arms,
-                "vs_rsft": {"split": "eval", "phase_a": "rsft", "phase_b": "selection", "seed": own,
-                            **per_seed[str(own)], "n": len(ids)},
-                "vs_reward_by_seed": per_seed, "over_seeds": over, "over_seeds_grounded": over_seeds(grounded),
-                "seconds": round(time.perf_counter() - t0, 2)})
+    def over_seeds(flags: dict[tuple[str, int], list[bool]]) -> dict[str, Any]:
+        return paired_difference_repeated([flags[("reward", seed)] for seed in seeds],
+                                          [flags[("correctness", seed)] for seed in seeds])
+
+    # The row beside the phases: the correctness rule at the run's own seed, paired with the RSFT phase.
+    own = [e.model_copy(update={"phase": "selection"}) for e in arm_episodes[("correctness", config.seed)]]
+    out.update({"seeds": seeds, "n": len(questions), "arms": arms,
+                "correctness": {**metrics_from_episodes(own), "seed": config.seed},
+                "vs_rsft": compare_phases([main_eval[q.id] for q in questions] + own, "eval", "rsft", "selection"),
+                "vs_reward_by_seed": {str(seed): paired_difference(right[("reward", seed)], right[("correctness", seed)])
+                                      for seed in seeds},
+                "over_seeds": over_seeds(right), "over_seeds_grounded": over_seeds(solid),
+                "seconds": _total_seconds(arms)})
     return out

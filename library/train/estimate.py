@@ -181,8 +181,10 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
         # questions; the reward rule at the run's own seed is the RSFT phase itself
         arm = Work(train_tokens=plan["rsft"].train_tokens, prefill_tokens=plan["rsft_eval"].prefill_tokens,
                    decode_steps=plan["rsft_eval"].decode_steps, decode_rows=plan["rsft_eval"].decode_rows)
+        from library.train.rsft import SELECTION_RULES
+
         for seed in config.selection.seeds:
-            for rule in ("reward", "correctness"):
+            for rule in SELECTION_RULES:
                 if not (rule == "reward" and seed == config.seed):
                     out[f"selection_{rule}_seed{seed}"] = arm
     return out

@@ -209,7 +209,6 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     n_samples = len(episodes)
     n_correct = sum(1 for ep in episodes if ep.correct)
     winner_qs = [q for q, _ in winners]
-    assert_training_only(winner_qs, forbidden_ids)  # belt and braces: what we train on, not just what we sampled
     result = RSFTResult(
         n_prompts=len(questions), n_samples=n_samples, n_winners=len(winners),
         n_dropped_wrong=len(questions) - len(winners), winner_ids=[q.id for q in winner_qs],
@@ -233,17 +232,21 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         return model, result
 
     t1 = time.perf_counter()
-    model, result.train = train_winners(model, tokenizer, winners, settings, ckpt_dir=ckpt_dir,
-                                        adapter_dir=adapter_dir, seed=seed, resume=resume, callbacks=callbacks)
+    model, result.train = train_winners(model, tokenizer, winners, settings, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
+                                        seed=seed, forbidden_ids=forbidden_ids, resume=resume, callbacks=callbacks)
     result.seconds_training = time.perf_counter() - t1
     return model, result
 
 
 def train_winners(model, tokenizer, winners: Sequence[tuple[Any, str]], settings: RSFTSettings, *,
-                  ckpt_dir: Path, adapter_dir: Path, seed: int, resume: bool = True, callbacks: list | None = None):
+                  ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
+                  resume: bool = True, callbacks: list | None = None):
     """Train the adapter of ``model`` on the winners with the completion-only SFTTrainer; returns
-    ``(model, LoraTrainResult)``. The RSFT phase and the selection experiment both train here."""
+    ``(model, LoraTrainResult)``. The RSFT phase and the selection experiment both train here, and
+    both are checked here: a winner that is an eval question (by split, id or ``-shuf`` copy) raises."""
     from library.train.sft import sft_rows, train_lora
+
+    assert_training_only([q for q, _ in winners], forbidden_ids)  # what we train on, not only what we sampled
 
     rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))
     return train_lora(
