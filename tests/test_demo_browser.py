@@ -217,6 +217,37 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
                 shown = page.locator("#question").inner_text().strip()
                 assert shown == keyed[ep["ex_id"]] and step_order_of(shown) == "keyed", shown
                 page.click("#next")
+            # the reward ablation is stated from metrics.json, with its interval
+            vs = json.loads((REPO / "data" / "runs" / "reference" / "metrics.json").read_text())["ablation"]["vs_grpo"]
+            adds = page.locator("#reward-adds li").all_inner_texts()
+            assert len(adds) == 1 and adds[0].startswith("GRPO with a correctness-only reward")
+            assert f"{100 * vs['diff']:+.1f} points [{100 * vs['ci'][0]:+.1f}, {100 * vs['ci'][1]:+.1f}]" in adds[0]
+            ctx.close()
+    finally:
+        _stop(proc)
+
+
+def test_the_page_says_what_the_graphs_reward_added_to_rsft(tmp_path):
+    """A run with the RSFT selection experiment (the committed food run): the page states the
+    difference over its seeds, grounded answers too, 'not measurable' where the interval holds 0."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (.ci/run installs it)")
+    site = tmp_path / "site"
+    build_demo([REPO / "data" / "runs" / "food"], site)
+    sel = json.loads((REPO / "data" / "runs" / "food" / "metrics.json").read_text())["selection"]
+    proc, url = _start_server(site, None, REPO / "data" / "food" / "kg.json")
+    try:
+        with sync_api.sync_playwright() as p:
+            ctx, page = _open_chromium(p, tmp_path)
+            page.goto(url + "?hop_ms=0")
+            page.wait_for_function("document.body.dataset.ready === '1'")
+            adds = page.locator("#reward-adds li").all_inner_texts()
+            assert len(adds) == 1 and adds[0].startswith("RSFT data chosen by correctness alone")
+            o = sel["over_seeds"]
+            unmeasurable = o["ci"][0] <= 0 <= o["ci"][1]
+            assert f"3 seeds: {100 * o['diff']:+.1f} points" in adds[0]
+            assert ("(not measurable)" in adds[0].split(";")[0]) == unmeasurable
             ctx.close()
     finally:
         _stop(proc)

@@ -148,9 +148,38 @@ function renderRunInfo() {
     }
     box.appendChild(t);
   }
+  const adds = rewardAdds(r.metrics || {});
+  if (adds.length) {
+    const list = el("ul", { class: "reward-adds", id: "reward-adds" });
+    for (const line of adds) list.appendChild(el("li", {}, line));
+    const sec = el("div", { class: "reward-adds-box" });
+    sec.appendChild(el("b", {}, "What the graph's reward adds, measured on this run (paired, 95% intervals)"));
+    sec.appendChild(list);
+    box.appendChild(sec);
+  }
   if (r.n_missing_questions) {
     box.appendChild(el("div", { class: "notice" }, `${r.n_missing_questions} episode question(s) not found in the question files (no graph for them), e.g. ${r.missing_questions.slice(0, 3).join(", ")}`));
   }
+}
+
+// The run's experiments against a right/wrong reward (metrics.json "ablation" and "selection"),
+// one sentence each, worded from the numbers: an interval that holds 0 is said to be not measurable.
+function points(c) {
+  const p = v => (v >= 0 ? "+" : "") + (100 * v).toFixed(1);
+  const measurable = c.ci[0] > 0 || c.ci[1] < 0;
+  return `${p(c.diff)} points [${p(c.ci[0])}, ${p(c.ci[1])}]${measurable ? "" : " (not measurable)"}`;
+}
+function rewardAdds(m) {
+  const out = [];
+  if (m.ablation && m.ablation.vs_grpo) {
+    out.push(`GRPO with a correctness-only reward, against the path reward, same start: ${points(m.ablation.vs_grpo)}, n = ${m.ablation.vs_grpo.n}`);
+  }
+  const s = m.selection;
+  if (s && s.over_seeds) {
+    out.push(`RSFT data chosen by correctness alone, against the graph's reward, ${s.seeds.length} seeds: ${points(s.over_seeds)}; ` +
+      `grounded right ${points(s.over_seeds_grounded)}; another answer on ${s.prompts_with_another_winner} of ${s.n_prompts} prompts, n = ${s.n}`);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------ graph
