@@ -74,27 +74,40 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
         return _run(config, run, run.read_meta(), backend, console or Console(stderr=True))
 
 
-def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, console: Console) -> RunDir:
-    from transformers import set_seed
-
-    from library.experiments.ablation import run_ablation
-    from library.experiments.distribution import run_distribution
-    from library.experiments.selection import run_selection
-    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
+def start_backend(config: TrainConfig, run: RunDir, backend: Any = None, console: Console | None = None):
+    """A finished run's data, selection and model, as its phases had them, with the backend
+    started on them: ``(config, context, backend)``, ``config`` with the phases' own generation
+    windows, ``backend.policy(phase)`` / ``backend.rl_base()`` ready. What every experiment (and
+    a sweep judging a run's saved adapters) starts from."""
+    from library.model.distributed import main_process_first
     from library.model.load import load_model
     from library.train.backends.phases import RunContext
     from library.train.backends.torch_phases import TorchBackend
     from library.train.data import fit_generation_lengths, load_data, make_selection
 
     backend = backend if backend is not None else TorchBackend()
-    writer = is_writer()
     data = load_data(config)
     selection = make_selection(config, data)
     with main_process_first():
         base, tokenizer = load_model(config.model, device=backend.eval_device)
     config = fit_generation_lengths(config, data.kg, selection, tokenizer)[0]  # the phases' own windows
-    backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
-                             console=console), base)
+    context = RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
+                         console=console or Console(stderr=True))
+    backend.start(context, base)
+    return config, context, backend
+
+
+def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, console: Console) -> RunDir:
+    from transformers import set_seed
+
+    from library.experiments.ablation import run_ablation
+    from library.experiments.distribution import run_distribution
+    from library.experiments.selection import run_selection
+    from library.model.distributed import is_writer, wait_for_everyone
+
+    writer = is_writer()
+    config, context, backend = start_backend(config, run, backend, console)
+    data, selection, tokenizer = context.data, context.selection, context.tokenizer
     metrics = run.read_metrics()
     completed = list(meta.get("phases_completed") or ())
     for name in wanted_experiments(config, meta, metrics):

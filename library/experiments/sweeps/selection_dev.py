@@ -21,19 +21,14 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from rich.console import Console
-
     from library.config import load_config
+    from library.experiments import start_backend
     from library.experiments.sweeps.dev_judge import DevJudge
     from library.jsonl import atomic_write_json
-    from library.model.load import load_model
     from library.model.precision import using_precision
     from library.runs.folder import RunDir
     from library.stats import paired_difference, paired_difference_repeated
-    from library.train.backends.phases import RunContext
-    from library.train.backends.torch_phases import TorchBackend
     from library.train.checkpoints import load_phase_model
-    from library.train.data import load_data, make_selection
     from library.train.rsft import SELECTION_RULES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,13 +48,9 @@ def main(argv: list[str] | None = None) -> dict:
     if missing:
         raise SystemExit(f"{run.path}: no saved adapter for {', '.join(missing)} (run the selection experiment first)")
     with using_precision(config.precision, config.generation.precision):
-        data = load_data(config)
-        selection = make_selection(config, data)
-        base, tokenizer = load_model(config.model)
-        backend = TorchBackend()
-        backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
-                                 console=Console(stderr=True)), base)
-        judge = DevJudge(config, data, tokenizer, args.n_dev)
+        config, context, backend = start_backend(config, run)
+        tokenizer = context.tokenizer
+        judge = DevJudge(config, context.data, tokenizer, args.n_dev)
         outcomes: dict[str, list[bool]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for name in names:
