@@ -127,6 +127,29 @@ class RSFTSettings(_Strict):
     reward_preset: RewardPreset = "paper+edges"
 
 
+class PoolSettings(_Strict):
+    """How GRPO's prompts are chosen (library/train/pool.py). By default the pool is ``grpo.n_prompts``
+    training questions drawn before SFT and held out of it. With ``by_pass_rate`` the starting
+    policy samples ``k_samples`` answers to each of ``candidates`` training questions SFT did not
+    show (of ``hops``, from ``splits``), with GRPO's own sampling settings, and GRPO trains on the
+    ones it answers right sometimes but not always: a group whose samples are all right or all
+    wrong has no advantage to learn from (docs/FINDINGS.md finding 20)."""
+
+    by_pass_rate: bool = False
+    candidates: int = Field(96, ge=1)
+    hops: list[int] | None = None  # hop lengths of the candidates (None: any)
+    splits: list[Literal["train", "train_hard"]] = Field(default_factory=lambda: ["train"], min_length=1)
+    k_samples: int = Field(8, ge=2)  # a pass rate of k/8 tells 0 < p < 1 apart from 0 or 1 at p >= 1/8
+    max_prompts: int = Field(64, ge=1)  # the most kept, nearest half right first
+
+    @field_validator("splits")
+    @classmethod
+    def _distinct(cls, splits: list[str]) -> list[str]:
+        if len(set(splits)) != len(splits):
+            raise ValueError(f"splits listed twice: {splits}")
+        return splits
+
+
 class GRPOSettings(_Strict):
     """GRPO (TRL GRPOTrainer) on the SFT/RSFT adapter, KL to that adapter's starting point."""
 
@@ -153,6 +176,7 @@ class GRPOSettings(_Strict):
     # (gradient accumulation; None: all in one): peak memory grows with the rows of one
     # forward/backward, the result does not (docs/MEASUREMENTS.md, "GRPO micro-batches").
     micro_batch_completions: int | None = Field(4, ge=1)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
 
 
 class MonitorSettings(_Strict):

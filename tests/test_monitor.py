@@ -379,7 +379,7 @@ def test_a_monitor_stop_ends_rsft_before_training(tiny, tmp_path, monkeypatch, a
     model, tok = load_model("tiny")
     prompts = [q for q in tiny["train"] if q.hop_len == 2][:2]
     # every sample spams the answer: correct, so RSFT would train on them
-    monkeypatch.setattr(rsft, "sample_completions",
+    monkeypatch.setattr(rsft, "sample_rsft",
                         lambda model, tokenizer, questions, settings, seed, generation=None:
                         [[tiny_spam(q)] * 2 for q in questions])
     rm = RewardModel.from_preset(tiny["kg"], "toy+edges")

@@ -127,7 +127,7 @@ def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypa
                 [_wrong(questions[1]), "nonsense"],
                 [questions[2].ref.completion + "\nTRACE: more", _wrong(questions[2])]]
 
-    monkeypatch.setattr(rsft, "sample_completions", fake_sample)
+    monkeypatch.setattr(rsft, "sample_rsft", fake_sample)
     run = RunDir.create(tmp_path, "run")
     rm = RewardModel.from_preset(data["kg"], "paper+edges")
     settings = RSFTSettings(n_prompts=3, k_samples=2, max_steps=1, batch_size=2, save_steps=1)

@@ -487,22 +487,56 @@ def test_try_it_serves_the_lora_sft_runs_final_model(tmp_path):
     assert_try_it_reproduces_the_final_eval(run.path)
 
 
-def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path):
+def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path, monkeypatch):
     """ablation.enabled: GRPO again from the same start under a correctness-only reward, logged in
     its own sub-run, evaluated on the main eval questions and compared pairwise with the main GRPO;
-    an experiment runs beside the pipeline, on a finished run, and adds its own section."""
+    an experiment runs beside the pipeline, on a finished run, and adds its own section.
+
+    GRPO's prompts are chosen by pass rate here (grpo.pool.by_pass_rate): the phase trains on the
+    kept prompts only, logs the pool's histograms before and after, and the ablation trains on the
+    same prompts from the phase's cached estimates. The tiny model answers nothing right, so the
+    sampler answers candidate i right i % 5 times of 4 (reference completions, then wrong letters);
+    the scoring that counts them is the real one."""
+    import library.train.rsft as rsft
     from library.experiments import ExperimentError, run_experiments
     from library.runs.folder import RunDir
+    from library.train.data import load_data, make_selection
     from library.train.pipeline import run_training
+    from library.train.pool import POOL_FILE
 
     data_dir = write_tiny_data(tmp_path / "data")
     run_dir = tmp_path / "run"
-    run_training(tiny_config(data_dir), run_dir)  # a finished run without the ablation
+    pool = {"grpo": {"pool": {"by_pass_rate": True, "hops": [2], "candidates": 6, "k_samples": 4, "max_prompts": 2}}}
+    config = tiny_config(data_dir, **pool)
+    candidates = make_selection(config, load_data(config)).grpo_candidates
+    right_of = {q.id: i % 5 for i, q in enumerate(candidates)}
+    calls = []
+
+    def sample(model, tokenizer, questions, *, k, **kwargs):
+        calls.append(len(questions))
+        return [[q.ref.completion] * right_of.get(q.id, 0)
+                + [q.ref.completion.splitlines()[0] + "\nANSWER: " + next(x for x in "ABCD" if x != q.answer_star)]
+                * (k - right_of.get(q.id, 0))
+                for q in questions]
+
+    monkeypatch.setattr(rsft, "sample_completions", sample)
+    run_training(config, run_dir)  # a finished run without the ablation
+    block = RunDir(run_dir).read_metrics()["training"]["grpo"]["pool"]
+    mixed = {q.id for q in candidates if 0 < right_of[q.id] < 4}
+    assert block["candidates"] == len(candidates) == 6 and block["kept"] == 2 and set(block["ids"]) <= mixed
+    assert sum(block["before"].values()) == 6 and sum(block["kept_after"].values()) == 2
+    rollouts = {e.ex_id for e in RunDir(run_dir).iter_episodes(phase="grpo") if e.kind == "rollout"}
+    assert rollouts and rollouts <= set(block["ids"]) and (run_dir / "checkpoints" / "grpo" / POOL_FILE).exists()
+    n_calls = len(calls)
     main_episodes = (run_dir / "episodes.jsonl").read_text()
     with pytest.raises(ExperimentError, match="other settings"):
-        run_experiments(tiny_config(data_dir, seed=1, ablation={"enabled": True}), run_dir)
+        run_experiments(tiny_config(data_dir, seed=1, ablation={"enabled": True}, **pool), run_dir)
 
-    run = run_experiments(tiny_config(data_dir, ablation={"enabled": True}), run_dir)
+    run = run_experiments(tiny_config(data_dir, ablation={"enabled": True}, **pool), run_dir)
+    assert len(calls) == n_calls  # the phase's cached estimates, not a new draw
+    ablated = {e.ex_id for e in RunDir(run_dir / "ablation" / "paper+edges+correctness").iter_episodes(phase="grpo")
+               if e.kind == "rollout"}
+    assert ablated and ablated <= set(block["ids"])
     metrics = run.read_metrics()
     ablation = metrics["ablation"]
     assert ablation["reward_preset"] == "paper+edges+correctness" and ablation["main_reward_preset"] == "paper+edges"

@@ -46,8 +46,14 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     # The same live monitor as the main GRPO phase: both arms of the comparison play by one rule
     # (a stop ends either one early).
     from library.evaluation.monitor import live_monitor
-    monitor = live_monitor("grpo", config.monitor, selection.grpo_pool, data.kg, console)
-    model, res = run_grpo(policy(config.grpo.init_from), tokenizer, selection.grpo_pool, config.grpo, reward, sub,
+    from library.train.pool import POOL_FILE, grpo_prompts
+
+    start = policy(config.grpo.init_from)
+    # the main GRPO phase's prompts (by pass rate: read from its cache, or drawn again the same way)
+    pool, _ = grpo_prompts(start, tokenizer, selection, config.grpo, RewardModel.from_preset(data.kg, config.grpo.reward_preset),
+                           seed=config.seed, cache=run.path / "checkpoints" / "grpo" / POOL_FILE)
+    monitor = live_monitor("grpo", config.monitor, pool, data.kg, console)
+    model, res = run_grpo(start, tokenizer, pool, config.grpo, reward, sub,
                           ckpt_dir=run.path / "checkpoints" / "ablation" / preset,
                           adapter_dir=run.path / "adapters" / "ablation" / preset,
                           seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True, monitor=monitor)
@@ -71,6 +77,6 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
     if res.stopped_by_monitor:
         out["stopped_by_monitor"] = res.stopped_by_monitor
     if config.monitor.enabled:  # does the other reward invite gaming the graph? (what `kgr monitor` recomputes)
-        out["monitor"] = monitor_block("grpo", sub.iter_episodes(phase="grpo"), selection.grpo_pool, data.kg,
+        out["monitor"] = monitor_block("grpo", sub.iter_episodes(phase="grpo"), pool, data.kg,
                                        config.monitor, res.curve)
     return out

@@ -67,6 +67,8 @@ class Selection:
     forbidden_ids: set[str] = field(default_factory=set)
     # every training question outside the GRPO pool: its gold paths weight the knowledge stage
     train_paths: list = field(default_factory=list)
+    # the questions GRPO's pass-rate filter samples (grpo.pool.by_pass_rate; library/train/pool.py)
+    grpo_candidates: list = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -104,12 +106,29 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
                              "outside SFT and the GRPO pool has these hop lengths")
     rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
+    grpo_candidates = grpo_candidate_prompts(config, data, sft_ids) if config.grpo.enabled else []
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
-    for qs in (sft, grpo_pool, rsft_prompts, not_rl):
+    for qs in (sft, grpo_pool, rsft_prompts, not_rl, grpo_candidates):
         assert_training_only(qs, forbidden)
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
                      eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden,
-                     train_paths=not_rl)
+                     train_paths=not_rl, grpo_candidates=grpo_candidates)
+
+
+def grpo_candidate_prompts(config: TrainConfig, data: DataBundle, sft_ids: set[str]) -> list:
+    """The questions whose pass rate GRPO estimates when ``grpo.pool.by_pass_rate`` is on: training
+    questions SFT did not show, of the pool's hops and splits, hop-balanced (empty when it is off).
+    Drawn after SFT's rows, so turning the filter on leaves SFT's training set as it was."""
+    pool = config.grpo.pool
+    if not pool.by_pass_rate:
+        return []
+    hops = set(pool.hops or ())
+    found = [q for split in pool.splits for q in getattr(data, split)
+             if q.id not in sft_ids and (not hops or q.hop_len in hops)]
+    if not found:
+        raise ValueError(f"grpo.pool: no question of {' or '.join(pool.splits)} outside SFT has "
+                         f"hop lengths {sorted(hops)}")
+    return select_balanced(found, pool.candidates, f"{config.seed}:grpo_candidates")
 
 
 def assert_training_only(questions: Iterable[Any], forbidden_ids: Iterable[str] = ()) -> None:

@@ -81,7 +81,16 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
 
 def remaining(estimates: dict[str, float], done: dict[str, float]) -> float:
     """Seconds left: the entries not in ``done`` (actual seconds), scaled by actual / estimated
-    over the entries that are."""
+    over the entries that are. A phase's ``<phase>_pool`` entry (GRPO's pass-rate sampling) is
+    timed as part of the phase, so it counts with it.
+
+    >>> remaining({"grpo_pool": 10.0, "grpo": 20.0, "grpo_eval": 30.0}, {"grpo": 60.0})
+    60.0
+    """
+    estimates = dict(estimates)
+    for key in [k for k in estimates if k.endswith("_pool")]:
+        phase = key.removesuffix("_pool")
+        estimates[phase] = estimates.get(phase, 0.0) + estimates.pop(key)
     finished = [k for k in done if k in estimates]
     expected = sum(estimates[k] for k in finished)
     factor = (sum(done[k] for k in finished) / expected) if expected > 0 else 1.0
@@ -160,7 +169,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
                                 decode_rows=gen.decode_rows)
         elif phase == "grpo":
             g = config.grpo
-            qs = selection.grpo_pool
+            qs = (selection.grpo_candidates if g.pool.by_pass_rate else selection.grpo_pool) or selection.grpo_pool
             row = sum(prompt_len(q) + min(reference(q), g.max_completion_length) for q in qs) / max(len(qs), 1)
             window = max((min(reference(q), g.max_completion_length) for q in qs), default=0)
             rollouts = g.max_steps * g.prompts_per_step * g.num_generations
@@ -168,7 +177,14 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             plan["grpo"] = Work(train_tokens=round(rollouts * row * (1.33 if g.beta > 0 else 1.0)),
                                 prefill_tokens=round(g.max_steps * g.prompts_per_step * row),
                                 decode_steps=g.max_steps * window, decode_rows=g.prompts_per_step * g.num_generations)
-    order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (p, f"{p}_eval")]
+            if g.pool.by_pass_rate:  # k samples of every candidate before, and of the kept prompts after
+                cands = selection.grpo_candidates
+                kept = cands[:g.pool.max_prompts]
+                sampled = cands + kept
+                plan["grpo_pool"] = _generation([prompt_len(q) for q in sampled],
+                                                [min(reference(q), g.max_completion_length) for q in sampled],
+                                                128, repeats=g.pool.k_samples)
+    order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (f"{p}_pool", p, f"{p}_eval")]
     out = {k: plan[k] for k in order if k in plan}
     # the experiments kgr train runs after the phases: RSFT per condition, GRPO again, each evaluated
     if config.distribution.enabled and "rsft" in plan:
@@ -290,7 +306,7 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
     plan = plan_work(config, selection, tokenizer, kg)
     rates = calibrate_run(config, selection, tokenizer, kg, model)
     seconds = {k: round(v, 1) for k, v in estimate(plan, rates).items()
-               if k.removesuffix("_eval") not in done}
+               if k.removesuffix("_eval").removesuffix("_pool") not in done}
     table = Table(title=f"estimated time on this machine (calibrated in {time.perf_counter() - t0:.0f} s)",
                   title_justify="left")
     for column in ("phase", "trains on", "decodes", "estimate"):

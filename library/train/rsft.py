@@ -124,9 +124,10 @@ def winners_from_rollouts(episodes: Iterable[Episode], questions_by_id: dict[str
     return winners
 
 
-def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
-                       seed: int) -> list[list[str]]:
-    """K sampled completions per question from the current adapter (grouped per question).
+def sample_completions(model, tokenizer, questions: Sequence[Any], *, k: int, temperature: float, top_p: float,
+                       max_new_tokens: int, batch_size: int, seed: int) -> list[list[str]]:
+    """``k`` sampled completions per question from the current adapter (grouped per question): RSFT's
+    samples and GRPO's pass-rate estimates (library/train/pool.py) are drawn here.
 
     Across N processes (library/model/distributed.py) each samples a contiguous slice of the prompts
     with its own seed (``seed * N + rank``: one process keeps ``seed``), and the groups are
@@ -136,29 +137,29 @@ def sample_completions(model, tokenizer, questions: Sequence[Any], settings: RSF
     from library.model.generate import generate
 
     mine = shard(questions)
-    groups = _sample_groups(model, tokenizer, mine, settings, seed * num_processes() + process_index(),
-                            generate) if mine else []
+    groups = []
+    if mine:
+        flat = generate(model, tokenizer, [q.prompt for q in mine], max_new_tokens=max_new_tokens, do_sample=True,
+                        temperature=temperature, top_p=top_p, num_return_sequences=k, batch_size=batch_size,
+                        seed=seed * num_processes() + process_index())
+        flat = [getattr(x, "text", x) for x in flat]
+        if flat and isinstance(flat[0], (list, tuple)):
+            groups = [list(x) for x in flat]
+        elif len(flat) != k * len(mine):
+            raise RuntimeError(f"expected {k * len(mine)} samples, got {len(flat)}")
+        else:
+            groups = [list(flat[i * k:(i + 1) * k]) for i in range(len(mine))]
     out = gather(groups)
     if len(out) != len(questions):
         raise RuntimeError(f"gathered {len(out)} sample groups for {len(questions)} prompts")
     return out
 
 
-def _sample_groups(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int,
-                   generate) -> list[list[str]]:
-    k = settings.k_samples
-    flat = generate(
-        model, tokenizer, [q.prompt for q in questions],
-        max_new_tokens=settings.max_new_tokens, do_sample=True,
-        temperature=settings.temperature, top_p=settings.top_p,
-        num_return_sequences=k, batch_size=settings.gen_batch_size, seed=seed,
-    )
-    flat = [getattr(x, "text", x) for x in flat]
-    if flat and isinstance(flat[0], (list, tuple)):
-        return [list(x) for x in flat]
-    if len(flat) != k * len(questions):
-        raise RuntimeError(f"expected {k * len(questions)} samples, got {len(flat)}")
-    return [list(flat[i * k:(i + 1) * k]) for i in range(len(questions))]
+def sample_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int) -> list[list[str]]:
+    """RSFT's K samples per prompt with its settings."""
+    return sample_completions(model, tokenizer, questions, k=settings.k_samples, temperature=settings.temperature,
+                              top_p=settings.top_p, max_new_tokens=settings.max_new_tokens,
+                              batch_size=settings.gen_batch_size, seed=seed)
 
 
 def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
@@ -198,7 +199,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
             run.drop_episodes("rsft")
         model.eval()
         # every process holds every sample group (gathered), so each scores and picks the same winners
-        completions = sample_completions(model, tokenizer, questions, settings, seed)
+        completions = sample_rsft(model, tokenizer, questions, settings, seed)
         episodes, winners = score_and_select(questions, completions, reward_model)
         log_episodes(run, episodes, gathered=True)
         if is_writer():

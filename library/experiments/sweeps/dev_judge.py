@@ -13,12 +13,13 @@ from pathlib import Path
 class DevJudge:
     """Evaluates models on the same ``n_dev`` dev questions and pairs them against a baseline."""
 
-    def __init__(self, cfg, data, tokenizer, n_dev: int):
+    def __init__(self, cfg, data, tokenizer, n_dev: int, questions=None):
         from library.scoring.reward import RewardModel
         from library.questions.balance import select_balanced
 
         self.cfg, self.tokenizer = cfg, tokenizer
-        self.dev = select_balanced(data.dev, n_dev, f"{cfg.seed}:dev")
+        # ``questions``: judge on these instead (held-out training questions no phase trained on)
+        self.dev = list(questions) if questions is not None else select_balanced(data.dev, n_dev, f"{cfg.seed}:dev")
         self.reward = RewardModel.from_preset(data.kg, cfg.eval.reward_preset)
 
     def episodes(self, model, root: Path, label: str, phase: str = "rsft") -> tuple[dict, list]:

@@ -65,8 +65,14 @@ class PhaseBackend:
         checkpoint covers); otherwise they are cut before the phase trains again."""
         return phase in ("rsft", "grpo")
 
+    #: whether the backend's GRPO phase can choose its prompts by pass rate (grpo.pool.by_pass_rate)
+    pass_rate_pool = False
+
     def start(self, ctx: RunContext, base) -> None:
         """Called once, before the first phase, with the loaded evaluation model."""
+        if ctx.config.grpo.enabled and ctx.config.grpo.pool.by_pass_rate and not self.pass_rate_pool:
+            raise ValueError(f"grpo.pool.by_pass_rate: the {self.name} backend's GRPO samples its own pool; "
+                             "choosing prompts by pass rate runs on the torch backend (--backend torch)")
         self.ctx, self.base = ctx, base
 
     def train_phase(self, phase: str, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:

@@ -88,7 +88,7 @@ class UnslothBackend(PhaseBackend):
         reused when an earlier attempt already sampled."""
         from library.train.backends.unsloth import torch_reference_model
         from library.runs.rollouts import log_episodes
-        from library.train.rsft import ROLLOUTS_DONE, sample_completions, score_and_select
+        from library.train.rsft import ROLLOUTS_DONE, sample_rsft, score_and_select
         from library.train.data import assert_training_only
 
         done = ckpt_dir / ROLLOUTS_DONE
@@ -100,7 +100,7 @@ class UnslothBackend(PhaseBackend):
         t0 = time.perf_counter()
         sampler, tok = torch_reference_model(cfg.model, self.ctx.adapter_root / "sft", device=self.eval_device)
         run.drop_episodes("rsft")
-        completions = sample_completions(sampler, tok, questions, cfg.rsft, cfg.seed)
+        completions = sample_rsft(sampler, tok, questions, cfg.rsft, cfg.seed)
         episodes, _ = score_and_select(questions, completions, reward)
         log_episodes(run, episodes, gathered=True)
         done.write_text(f"{len(episodes)}\n", encoding="utf-8")
