@@ -141,6 +141,7 @@ class PoolSettings(_Strict):
     splits: list[Literal["train", "train_hard"]] = Field(default_factory=lambda: ["train"], min_length=1)
     k_samples: int = Field(8, ge=2)  # a pass rate of k/8 tells 0 < p < 1 apart from 0 or 1 at p >= 1/8
     max_prompts: int = Field(64, ge=1)  # the most kept, nearest half right first
+    gen_batch_size: int = Field(128, ge=1)  # rows sampled at once (as rsft.gen_batch_size)
 
     @field_validator("splits")
     @classmethod

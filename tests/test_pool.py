@@ -108,7 +108,7 @@ def test_the_pool_keeps_mixed_prompts_and_reads_its_cache(tiny, tmp_path, monkey
     pool_mod.choose_pool(model, None, qs, other_k, reward, seed=3, cache=cache)
     assert calls[-1] == (6, 4, 3)  # other sampling settings: estimated again
 
-    after = pool_mod.pass_rates_after(model, None, pool, settings, reward, seed=3)
+    after = pool_mod.pool_pass_rates(model, None, pool, settings, reward, seed=3)
     assert after["kept_after"]["4/8"] == 1 and after["mean_pass_rate_kept_after"] == pytest.approx(10 / 24, abs=1e-4)
 
     with pytest.raises(LeakageError):

@@ -527,6 +527,9 @@ def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(t
     assert sum(block["before"].values()) == 6 and sum(block["kept_after"].values()) == 2
     rollouts = {e.ex_id for e in RunDir(run_dir).iter_episodes(phase="grpo") if e.kind == "rollout"}
     assert rollouts and rollouts <= set(block["ids"]) and (run_dir / "checkpoints" / "grpo" / POOL_FILE).exists()
+    from library.evaluation.monitor import monitor_run  # the monitor judged the kept prompts, as `kgr monitor` does
+
+    assert RunDir(run_dir).read_metrics()["monitor"]["grpo"] == monitor_run(run_dir)["phases"]["grpo"]
     n_calls = len(calls)
     main_episodes = (run_dir / "episodes.jsonl").read_text()
     with pytest.raises(ExperimentError, match="other settings"):

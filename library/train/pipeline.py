@@ -404,6 +404,9 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
             metrics["curves"][phase] = info.get("curve", [])
             if phase in ("rsft", "grpo") and config.monitor.enabled:
                 pool = state.selection.rsft_prompts if phase == "rsft" else state.selection.grpo_pool
+                if "pool" in info:  # GRPO chose its prompts by pass rate: the monitor reads those
+                    chosen = {q.id: q for q in state.selection.grpo_candidates}
+                    pool = [chosen[i] for i in info["pool"]["ids"]]
                 metrics.setdefault("monitor", {})[phase] = monitor_block(
                     phase, run.iter_episodes(phase=phase), pool, state.data.kg, config.monitor, metrics["curves"][phase])
             metrics["timings"][phase] = round(time.perf_counter() - t0, 2)

@@ -31,6 +31,7 @@ reward ablation train on the same prompts without sampling again.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -50,7 +51,7 @@ def count_right(model, tokenizer, questions: Sequence[Any], settings, reward_mod
     model.eval()
     groups = sample_completions(model, tokenizer, questions, k=settings.pool.k_samples, temperature=settings.temperature,
                                 top_p=settings.top_p, max_new_tokens=settings.max_completion_length,
-                                batch_size=128, seed=seed)
+                                batch_size=settings.pool.gen_batch_size, seed=seed)
     return {q.id: sum(1 for c in samples if reward_model.score(q, c).correct) for q, samples in zip(questions, groups)}
 
 
@@ -107,7 +108,7 @@ def choose_pool(model, tokenizer, candidates: Sequence[Any], settings, reward_mo
                          f"candidates right in all or none of {k} samples; nothing for GRPO to learn from "
                          f"(histogram {histogram(right, k=k)}): try other grpo.pool.hops or splits")
     summary = {"candidates": len(candidates), "k": k, "kept": len(pool), "ids": [q.id for q in pool],
-               "hops": dict(sorted(_count(q.hop_len for q in pool).items())),
+               "hops": dict(sorted(Counter(q.hop_len for q in pool).items())),
                "before": histogram(right, k=k),
                "kept_before": histogram({q.id: right[q.id] for q in pool}, k=k),
                "mean_pass_rate_kept_before": round(sum(right[q.id] for q in pool) / (k * len(pool)), 4),
@@ -126,14 +127,16 @@ def grpo_prompts(model, tokenizer, selection, settings, reward_model, *, seed: i
                        forbidden_ids=selection.forbidden_ids)
 
 
-def pass_rates_after(model, tokenizer, pool: Sequence[Any], settings, reward_model, seed: int) -> dict[str, Any]:
-    """The trained policy's pass rates on the kept prompts (the same ``k`` and sampling): did RL
-    move what it trained on?"""
+def pool_pass_rates(model, tokenizer, pool: Sequence[Any], settings, reward_model, seed: int, *,
+                    when: str = "after") -> dict[str, Any]:
+    """``model``'s pass rates on the kept prompts with the same ``k`` and sampling, keyed by
+    ``when`` (``kept_<when>``, ``mean_pass_rate_kept_<when>``, ``mixed_groups_expected_<when>``):
+    after training (did RL move what it trained on?) or a fresh draw of the start's."""
     k = settings.pool.k_samples
     right = count_right(model, tokenizer, pool, settings, reward_model, seed)
-    return {"kept_after": histogram(right, k=k),
-            "mean_pass_rate_kept_after": round(sum(right.values()) / (k * len(pool)), 4) if pool else None,
-            "mixed_groups_expected_after": _mixed_share(list(right.values()), k, settings.num_generations)}
+    return {f"kept_{when}": histogram(right, k=k),
+            f"mean_pass_rate_kept_{when}": round(sum(right.values()) / (k * len(pool)), 4) if pool else None,
+            f"mixed_groups_expected_{when}": _mixed_share(list(right.values()), k, settings.num_generations)}
 
 
 def _mixed_share(rights: Sequence[int], k: int, group: int) -> float | None:
@@ -141,9 +144,3 @@ def _mixed_share(rights: Sequence[int], k: int, group: int) -> float | None:
     the estimated pass rates (what TRL's ``frac_reward_zero_std`` is, less, under a right/wrong reward)."""
     return round(sum(mixed_group_chance(r / k, group) for r in rights) / len(rights), 4) if rights else None
 
-
-def _count(values: Iterable[Any]) -> dict[Any, int]:
-    out: dict[Any, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return out

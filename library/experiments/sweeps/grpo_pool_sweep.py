@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from library.stats import paired_difference_repeated
     from library.train.checkpoints import load_adapter
     from library.train.grpo import run_grpo
-    from library.train.pool import POOL_FILE, grpo_prompts, pass_rates_after
+    from library.train.pool import POOL_FILE, grpo_prompts, pool_pass_rates
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a finished run folder (its adapters are the start)")
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             held_start = heldout.episodes(start, Path(tmp) / "heldout", "start", phase="grpo") if heldout else None
             # The kept prompts were chosen on one draw of the start's samples, so that draw's pass
             # rates are biased towards the middle; a second draw is the fair "before" for the arms.
-            resampled = pass_rates_after(start, tokenizer, pool, g, RewardModel.from_preset(kg, "correctness"),
-                                         config.seed + 1000) if pool_info is not None else None
+            resampled = pool_pass_rates(start, tokenizer, pool, g, RewardModel.from_preset(kg, "correctness"),
+                                         config.seed + 1000, when="start") if pool_info is not None else None
             start.unload()
             head = {"arm": "start", "init_from": g.init_from, "dev_right": start_block["correct"],
                     "n_dev": start_block["n"], "pool": pool_info, "pool_seconds": pool_seconds,
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 train_s = time.perf_counter() - t0
                 model.eval()
                 held = heldout.episodes(model, Path(tmp) / "heldout", label, phase="grpo") if heldout else None
-                after = pass_rates_after(model, tokenizer, pool, g, RewardModel.from_preset(kg, "correctness"), seed)
+                after = pool_pass_rates(model, tokenizer, pool, g, RewardModel.from_preset(kg, "correctness"), seed)
                 block, eps = judge.episodes(model, Path(tmp), label, phase="grpo")
                 model.unload()
                 paired = compare_phases(start_eps + eps, "dev", "start", label)

@@ -68,20 +68,19 @@ class TorchBackend(PhaseBackend):
         if phase == "grpo":
             from library.train.grpo import run_grpo
 
-            from library.train.pool import POOL_FILE, grpo_prompts, pass_rates_after
+            from library.train.pool import POOL_FILE, grpo_prompts, pool_pass_rates
 
             start = self.policy(config.grpo.init_from)
             reward = RewardModel.from_preset(kg, config.grpo.reward_preset)
             pool, pool_info = grpo_prompts(start, ctx.tokenizer, selection, config.grpo, reward, seed=config.seed,
                                            cache=ckpt_dir / POOL_FILE)
-            selection.grpo_pool = pool  # what the phase trained on, for its monitor block
             self.trained, res = run_grpo(start, ctx.tokenizer, pool, config.grpo, reward, ctx.run,
                                          ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
                                          forbidden_ids=selection.forbidden_ids, resume=True,
                                          monitor=self.phase_monitor("grpo", pool))
             info = grpo_info(res)
             if pool_info is not None:
-                info["pool"] = {**pool_info, **pass_rates_after(self.trained, ctx.tokenizer, pool, config.grpo, reward,
+                info["pool"] = {**pool_info, **pool_pass_rates(self.trained, ctx.tokenizer, pool, config.grpo, reward,
                                                                 config.seed)}
             return info
         raise ValueError(phase)
