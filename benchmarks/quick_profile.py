@@ -60,7 +60,7 @@ def main() -> None:
 
     from library.config import load_config
     from library.model.load import load_model
-    from library.model.precision import compute_precision, generation_precision, using_precision
+    from library.model.precision import compute_precision, generation_precision, run_precision, sampling_precision
     from library.train.data import load_data, make_selection
     from library.train.estimate import calibrate_run, estimate, plan_work
 
@@ -72,8 +72,8 @@ def main() -> None:
     selection = make_selection(config, data)
     model, tokenizer = load_model(config.model)
     params = sum(p.numel() for p in model.parameters())
-    with using_precision(config.precision, config.generation.precision):
-        gen_precision, train_precision = generation_precision(), compute_precision()
+    with run_precision(config):
+        gen_precision, train_precision, samp_precision = generation_precision(), compute_precision(), sampling_precision()
         plan = plan_work(config, selection, tokenizer, data.kg)
         rates = calibrate_run(config, selection, tokenizer, data.kg, model)
     seconds = estimate(plan, rates)
@@ -88,6 +88,8 @@ def main() -> None:
         "train_share_of_fp32_peak": round(6 * params * train_tok_s / 1e9 / peak["float32"], 3),
         "decode_tok_s_at_rows": [round(decode_tok_s, 1), rates.decode_rows],
         "decode_share_of_peak": round(2 * params * decode_tok_s / 1e9 / peak[gen_precision], 3),
+        "sampling_precision": samp_precision,
+        "sampling_decode_tok_s_at_rows": [round(rates.decode_rows / rates.sampling_decode_s_per_step(), 1), rates.decode_rows],
         "prefill_tok_s": round(1 / rates.prefill_s_per_token, 1) if rates.prefill_s_per_token else None,
         "fp32_forward_tok_s": round(1 / rates.forward_s_per_token, 1),
         "estimate_s": {k: round(v, 1) for k, v in seconds.items()},
@@ -99,6 +101,9 @@ def main() -> None:
           f"({100 * out['train_share_of_fp32_peak']:.0f}% of the fp32 peak)")
     print(f"decoding ({gen_precision}, {rates.decode_rows} rows): {decode_tok_s:.0f} tok/s "
           f"({100 * out['decode_share_of_peak']:.0f}% of the {gen_precision} peak)")
+    if samp_precision != gen_precision:
+        print(f"sampling ({samp_precision}, {rates.decode_rows} rows): "
+              f"{out['sampling_decode_tok_s_at_rows'][0]:.0f} tok/s")
     for name, s in seconds.items():
         print(f"  estimate {name:<12} {s:7.0f} s")
     print(f"  estimate total        {out['estimate_total_s']:7.0f} s")

@@ -226,6 +226,10 @@ class GenerationSettings(_Strict):
     # measure >= 1.5x fp32 (library.model.precision.resolve_generation_precision): faster, and within
     # noise of fp32 answers, where bf16 *training* is not (docs/MEASUREMENTS.md, "Precision").
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    # Precision of sampled draws (RSFT's samples, GRPO's groups, the pass-rate pool's estimates):
+    # fp32 draws the same samples from the same seed on every CPU measured, bf16 does not (~3 in 4
+    # equal under another CPU's kernels, finding 54); "generation": as `precision`.
+    sampling_precision: Literal["float32", "bfloat16", "generation"] = "float32"
     # Raise each window (eval.max_new_tokens, rsft.max_new_tokens, grpo.max_completion_length) to the
     # longest reference completion it generates for, +1: the profiles' windows are measured on the
     # committed graph, and a TRACE that carries sets on a branching graph is longer.

@@ -211,6 +211,31 @@ def test_bfloat16_generates_from_a_bf16_copy_equal_to_plain_bf16_generate(tiny):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+def test_sampled_generation_runs_at_the_sampling_precision(tiny, monkeypatch):
+    """RL's draws (do_sample) run at the process's sampling precision, greedy answers at the
+    generation precision; an explicit ``precision`` wins; "generation" follows the answers'."""
+    import library.model.generate as g
+    from library.model.precision import using_precision
+
+    model, tok = tiny
+    seen = []
+    real = g.generation_model
+
+    def spy(model, merge_lora=True, precision=None):
+        seen.append(precision)
+        return real(model, merge_lora, precision)
+
+    monkeypatch.setattr(g, "generation_model", spy)
+    kwargs = dict(max_new_tokens=3, batch_size=4, progress=False)
+    with using_precision("float32", generation="bfloat16", sampling="float32"):
+        generate(model, tok, PROMPTS, do_sample=True, num_return_sequences=2, seed=1, **kwargs)
+        generate(model, tok, PROMPTS, **kwargs)
+        generate(model, tok, PROMPTS, do_sample=True, precision="bfloat16", **kwargs)
+    with using_precision("float32", generation="bfloat16", sampling="generation"):
+        generate(model, tok, PROMPTS, do_sample=True, seed=1, **kwargs)
+    assert seen == ["float32", None, "bfloat16", "bfloat16"]  # None: the generation precision
+
+
 def test_generation_copy_runs_its_own_weights_when_a_trainer_patched_forward():
     """Trainers patch ``model.forward`` on the instance with a closure over the original model
     (TRL's fused LM head); a deep copy must not call back into the original: the bf16 copy

@@ -107,6 +107,11 @@ def test_the_pool_keeps_mixed_prompts_and_reads_its_cache(tiny, tmp_path, monkey
     other_k = settings.model_copy(update={"pool": settings.pool.model_copy(update={"k_samples": 4})})
     pool_mod.choose_pool(model, None, qs, other_k, reward, seed=3, cache=cache)
     assert calls[-1] == (6, 4, 3)  # other sampling settings: estimated again
+    from library.model.precision import using_precision
+
+    with using_precision("float32", sampling="bfloat16"):  # a bf16 draw is another draw
+        pool_mod.choose_pool(model, None, qs, other_k, reward, seed=3, cache=cache)
+    assert len(calls) == 3
 
     after = pool_mod.pool_pass_rates(model, None, pool, settings, reward, seed=3)
     assert after["kept_after"]["4/8"] == 1 and after["mean_pass_rate_kept_after"] == pytest.approx(10 / 24, abs=1e-4)
@@ -156,4 +161,5 @@ def test_the_start_up_estimate_counts_the_pass_rate_sampling(tiny):
     assert "grpo_pool" not in plan_work(off, make_selection(off, data), tok, data.kg)
     plan = plan_work(on, make_selection(on, data), tok, data.kg)
     assert list(plan).index("grpo_pool") == list(plan).index("grpo") - 1
-    assert plan["grpo_pool"].decode_steps > 0 and plan["grpo_pool"].prefill_tokens > 0
+    assert plan["grpo_pool"].sample_decode_steps > 0 and plan["grpo_pool"].sample_prefill_tokens > 0
+    assert plan["grpo_pool"].decode_steps == 0  # RL's draws are sampled, at the sampling precision

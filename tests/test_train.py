@@ -717,7 +717,8 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
                                           for u, c in rows)
     # the base model runs the whole window on each of its questions; trained phases decode less
     assert plan["base_eval"].decode_steps >= plan["sft_eval"].decode_steps > 0
-    assert plan["grpo"].train_tokens > 0 and plan["rsft"].decode_steps > 0
+    assert plan["grpo"].train_tokens > 0 and plan["rsft"].sample_decode_steps > 0 and plan["rsft"].decode_steps == 0
+    assert plan["grpo"].sample_decode_steps > 0 and plan["rsft_eval"].sample_decode_steps == 0
     assert isinstance(data.kg, KnowledgeGraph)
     # the selection experiment: every arm but the phase itself trains RSFT's steps, with no sampling
     chosen = config.model_copy(update={"selection": config.selection.model_copy(update={"enabled": True})})

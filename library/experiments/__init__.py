@@ -53,7 +53,7 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
     The run must be complete and trained with the same settings (the experiment sections
     aside); the phases' saved adapters are what the experiments start from.
     """
-    from library.model.precision import using_precision
+    from library.model.precision import run_precision
 
     run = RunDir.open(run_dir)
     meta = run.read_meta()
@@ -70,7 +70,7 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
     from library.model.distributed import is_writer
 
     owned = run.lock() if is_writer() else contextlib.nullcontext()
-    with owned, using_precision(config.precision, config.generation.precision):
+    with owned, run_precision(config):
         return _run(config, run, run.read_meta(), backend, console or Console(stderr=True))
 
 

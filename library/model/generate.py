@@ -404,10 +404,14 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
     ``batch_size`` counts generated rows: a batch holds ``max(1, batch_size // n)`` unique
     prompts times ``n = num_return_sequences`` samples. ``chat=False`` takes ``user_texts`` as
     already formatted prompt strings. ``precision`` ("float32" or "bfloat16") overrides the process's
-    generation precision for the PyTorch loop (:func:`generation_model`).
+    generation precision (sampling precision with ``do_sample``) for the PyTorch loop (:func:`generation_model`).
     """
     from tqdm.auto import tqdm
 
+    from library.model.precision import sampling_precision
+
+    if precision is None and do_sample:  # RL's draws: the same on any CPU in fp32 (finding 54)
+        precision = sampling_precision()
     if num_return_sequences < 1:
         raise ValueError("num_return_sequences must be >= 1")
     if not do_sample and num_return_sequences > 1:

@@ -14,6 +14,12 @@ bf16 matmuls *measure* at least 1.5x fp32 (:func:`bf16_matmul_speedup`; the AVX5
 EPYC: 3.4-4x). Training stays fp32 there: a quick run trained under bf16 autocast on that CPU
 scored 45.3% after SFT against 60.0% in fp32, while bf16 *generation* of the fp32-trained model
 answered 137 of 150 eval questions identically (accuracy -1.3 points [-4.7, +2.0]).
+
+Sampled generation - RL's draws: RSFT's samples, GRPO's groups, the pass-rate pool's estimates -
+has a third (:func:`sampling_precision`, ``generation.sampling_precision``, fp32 by default): a
+bf16 draw depends on the CPU's kernels (another CPU's draw of the same seed shares ~3 in 4 of its
+samples), an fp32 draw does not (docs/FINDINGS.md finding 54), so the same seed gives the same RL
+samples on any CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ _compute_precision = "float32"  # what library calls use until a run sets it (ex
 
 
 _generation_precision = "float32"
+_sampling_precision = "float32"
 
 
 def bf16_matrix_units(device: str = "cpu") -> bool:
@@ -121,20 +128,25 @@ def resolve_generation_precision(precision: str = "auto", training: str | None =
     return "bfloat16" if bf16_matmul_speedup() >= BF16_MIN_SPEEDUP else "float32"
 
 
-def set_compute_precision(precision: str = "auto", generation: str | None = None) -> str:
-    """Set the process's compute precision for training and generation; returns the training one.
+def set_compute_precision(precision: str = "auto", generation: str | None = None,
+                          sampling: str | None = None) -> str:
+    """Set the process's compute precision for training, generation and sampling; returns the training one.
 
     Process-wide, like ``torch.set_num_threads``: ``kgr train`` sets it once from the config.
     bfloat16 training means mixed precision (fp32 master weights, bf16 autocast: the TRL
     configs get ``bf16=True``, see :func:`library.train.checkpoints.cpu_training_args`); bfloat16 generation
     means a bf16 copy of the weights (:func:`library.model.generate.generation_model`).
     ``generation`` (``None``: the same as training) is resolved by
-    :func:`resolve_generation_precision`.
+    :func:`resolve_generation_precision`; ``sampling`` (``None`` or ``"generation"``: the same as
+    generation) is ``"float32"`` or ``"bfloat16"``.
     """
-    global _compute_precision, _generation_precision
+    global _compute_precision, _generation_precision, _sampling_precision
+    if sampling not in (None, "generation", "float32", "bfloat16"):
+        raise ValueError(f"unknown sampling precision {sampling!r} (known: generation, float32, bfloat16)")
     _compute_precision = resolve_precision(precision)
     _generation_precision = (_compute_precision if generation is None
                              else resolve_generation_precision(generation, _compute_precision))
+    _sampling_precision = _generation_precision if sampling in (None, "generation") else sampling
     return _compute_precision
 
 
@@ -156,23 +168,39 @@ def generation_precision() -> str:
     return _generation_precision
 
 
+def sampling_precision() -> str:
+    """The process's resolved precision for sampled generation (RL's draws; ``"float32"`` unless set).
+
+    >>> with using_precision("float32", generation="bfloat16", sampling="float32"):
+    ...     generation_precision(), sampling_precision()
+    ('bfloat16', 'float32')
+    """
+    return _sampling_precision
+
+
 @contextmanager
-def using_precision(precision: str, generation: str | None = None):
+def using_precision(precision: str, generation: str | None = None, sampling: str | None = None):
     """Temporarily set the compute precisions (a run, tests and benchmarks).
 
     >>> with using_precision("bfloat16"):
-    ...     compute_precision(), generation_precision()
-    ('bfloat16', 'bfloat16')
+    ...     compute_precision(), generation_precision(), sampling_precision()
+    ('bfloat16', 'bfloat16', 'bfloat16')
     >>> with using_precision("float32", generation="bfloat16"):
     ...     compute_precision(), generation_precision()
     ('float32', 'bfloat16')
     """
-    before = (_compute_precision, _generation_precision)
-    set_compute_precision(precision, generation)
+    before = (_compute_precision, _generation_precision, _sampling_precision)
+    set_compute_precision(precision, generation, sampling)
     try:
         yield _compute_precision
     finally:
         set_compute_precision(*before)
+
+
+def run_precision(config):
+    """:func:`using_precision` as a run's config (``precision``, ``generation.precision`` and
+    ``generation.sampling_precision``) sets it: the pipeline and every experiment on a run."""
+    return using_precision(config.precision, config.generation.precision, config.generation.sampling_precision)
 
 
 def keep_freed_memory() -> bool:

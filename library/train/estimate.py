@@ -22,6 +22,14 @@ compared with their estimate.
 {'sft': 5, 'sft_eval': 11}
 >>> round(remaining(estimate(plan, rates), {"sft": 10.0}))   # SFT took 2x its estimate: so will the rest
 21
+
+RL's draws are sampled at the sampling precision, which can be slower than the answers' (fp32
+against bf16): they are counted as sampled work and timed at the sampling rates where those differ.
+
+>>> draws = {"rsft": Work(prefill_tokens=3200, decode_steps=100, decode_rows=32).sampled()}
+>>> fp32 = Rates(**{**rates.__dict__, "sample_prefill_s_per_token": 0.002, "sample_decode_s_per_step": 0.1})
+>>> round(estimate(draws, rates)["rsft"]), round(estimate(draws, fp32)["rsft"])
+(8, 16)
 """
 
 from __future__ import annotations
@@ -35,38 +43,58 @@ from typing import Any, Sequence
 class Rates:
     """This machine's measured costs: seconds per trained token (forward + backward, in the
     training precision), per teacher-forced token (an fp32 forward pass: fact recall), per
-    prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows."""
+    prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows; the
+    last two again for sampled generation where it runs in another precision (None: the same)."""
 
     train_s_per_token: float
     forward_s_per_token: float
     prefill_s_per_token: float
     decode_s_per_step: float
     decode_rows: int
+    sample_prefill_s_per_token: float | None = None
+    sample_decode_s_per_step: float | None = None
 
     def as_dict(self) -> dict[str, float]:
-        return {k: round(v, 6) for k, v in asdict(self).items()}
+        return {k: round(v, 6) for k, v in asdict(self).items() if v is not None}
+
+    def sampling_prefill_s_per_token(self) -> float:
+        return self.prefill_s_per_token if self.sample_prefill_s_per_token is None else self.sample_prefill_s_per_token
+
+    def sampling_decode_s_per_step(self) -> float:
+        return self.decode_s_per_step if self.sample_decode_s_per_step is None else self.sample_decode_s_per_step
 
 
 @dataclass(frozen=True)
 class Work:
     """One phase's tokens: trained (forward + backward), teacher-forced in the training precision
     (forward only: fact recall), prefilled by the generator, and decoded (``decode_steps`` steps
-    of ``decode_rows`` rows each, summed over batches)."""
+    of ``decode_rows`` rows each, summed over batches), greedily (answers) and by sampling (RL's
+    draws, ``sample_*``: at the sampling precision)."""
 
     train_tokens: int = 0
     forward_tokens: int = 0
     prefill_tokens: int = 0
     decode_steps: int = 0
     decode_rows: int = 0
+    sample_prefill_tokens: int = 0
+    sample_decode_steps: int = 0
+    sample_decode_rows: int = 0
+
+    def sampled(self) -> "Work":
+        """The same generation, drawn by sampling."""
+        return Work(train_tokens=self.train_tokens, forward_tokens=self.forward_tokens,
+                    sample_prefill_tokens=self.prefill_tokens, sample_decode_steps=self.decode_steps,
+                    sample_decode_rows=self.decode_rows)
 
 
-def step_seconds(rates: Rates, rows: int) -> float:
+def step_seconds(rates: Rates, rows: int, sampled: bool = False) -> float:
     """One decoding step of ``rows`` rows. A step reads every weight once whatever its width, and
     its arithmetic grows with the rows: half of the calibrated step is taken as fixed and half as
     proportional to the rows (at 32 -> 128 rows the pipeline's generator measured 1.7-2.1x the
     tokens per second, docs/MEASUREMENTS.md, i.e. about this)."""
     scale = rows / max(rates.decode_rows, 1)
-    return rates.decode_s_per_step * (0.5 + 0.5 * scale)
+    step = rates.sampling_decode_s_per_step() if sampled else rates.decode_s_per_step
+    return step * (0.5 + 0.5 * scale)
 
 
 def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
@@ -75,7 +103,9 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
     for name, work in plan.items():
         out[name] = (work.train_tokens * rates.train_s_per_token + work.forward_tokens * rates.forward_s_per_token
                      + work.prefill_tokens * rates.prefill_s_per_token
-                     + work.decode_steps * step_seconds(rates, work.decode_rows))
+                     + work.decode_steps * step_seconds(rates, work.decode_rows)
+                     + work.sample_prefill_tokens * rates.sampling_prefill_s_per_token()
+                     + work.sample_decode_steps * step_seconds(rates, work.sample_decode_rows, sampled=True))
     return out
 
 
@@ -166,7 +196,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             row = sum(prompt_len(q) + reference(q) for q in qs) / max(len(qs), 1)
             plan["rsft"] = Work(train_tokens=round(r.max_steps * r.batch_size * row),
                                 prefill_tokens=gen.prefill_tokens, decode_steps=gen.decode_steps,
-                                decode_rows=gen.decode_rows)
+                                decode_rows=gen.decode_rows).sampled()
         elif phase == "grpo":
             g = config.grpo
             qs = (selection.grpo_candidates if g.pool.by_pass_rate else selection.grpo_pool) or selection.grpo_pool
@@ -176,14 +206,15 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             # each rollout is trained on once, and scored by the policy and (beta > 0) the reference
             plan["grpo"] = Work(train_tokens=round(rollouts * row * (1.33 if g.beta > 0 else 1.0)),
                                 prefill_tokens=round(g.max_steps * g.prompts_per_step * row),
-                                decode_steps=g.max_steps * window, decode_rows=g.prompts_per_step * g.num_generations)
+                                decode_steps=g.max_steps * window,
+                                decode_rows=g.prompts_per_step * g.num_generations).sampled()
             if g.pool.by_pass_rate:  # k samples of every candidate before, and of the kept prompts after
                 cands = selection.grpo_candidates
                 kept = cands[:g.pool.max_prompts]
                 sampled = cands + kept
                 plan["grpo_pool"] = _generation([prompt_len(q) for q in sampled],
                                                 [min(reference(q), g.max_completion_length) for q in sampled],
-                                                128, repeats=g.pool.k_samples)
+                                                g.pool.gen_batch_size, repeats=g.pool.k_samples).sampled()
     order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (f"{p}_pool", p, f"{p}_eval")]
     out = {k: plan[k] for k in order if k in plan}
     # the experiments kgr train runs after the phases: RSFT per condition, GRPO again, each evaluated
@@ -207,26 +238,37 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
 
 
 def _sum(a: Work, b: Work) -> Work:
-    steps = a.decode_steps + b.decode_steps
-    rows = round((a.decode_steps * a.decode_rows + b.decode_steps * b.decode_rows) / steps) if steps else 0
+    """Two entries' work as one (an experiment's phase and its evaluation); a step of the sum
+    has the steps' mean rows."""
+    def mean_rows(s1: int, r1: int, s2: int, r2: int) -> int:
+        return round((s1 * r1 + s2 * r2) / (s1 + s2)) if s1 + s2 else 0
+
     return Work(train_tokens=a.train_tokens + b.train_tokens, forward_tokens=a.forward_tokens + b.forward_tokens,
-                prefill_tokens=a.prefill_tokens + b.prefill_tokens,
-                decode_steps=steps, decode_rows=rows)
+                prefill_tokens=a.prefill_tokens + b.prefill_tokens, decode_steps=a.decode_steps + b.decode_steps,
+                decode_rows=mean_rows(a.decode_steps, a.decode_rows, b.decode_steps, b.decode_rows),
+                sample_prefill_tokens=a.sample_prefill_tokens + b.sample_prefill_tokens,
+                sample_decode_steps=a.sample_decode_steps + b.sample_decode_steps,
+                sample_decode_rows=mean_rows(a.sample_decode_steps, a.sample_decode_rows,
+                                             b.sample_decode_steps, b.sample_decode_rows))
 
 
 # ----------------------------------------------------------------------------- calibration
 def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: Sequence[str], *,
-              rows: int = 32, generation_precision: str | None = None) -> Rates:
+              rows: int = 32, generation_precision: str | None = None,
+              sampling_precision: str | None = None) -> Rates:
     """Time this machine: a forward and backward pass over ``train_texts`` (two SFT rows, as one
     padding-free sequence; the gradients are dropped, no weight changes) in fp32 and, where
     training autocasts to bf16, in bf16 too; and the
     pipeline's generator on ``rows`` of ``prompts``, 2 then 10 new tokens (the difference is 8
-    decoding steps; the first call's time is its prefill)."""
+    decoding steps; the first call's time is its prefill), and again at the sampling precision
+    where RL's draws run in another one than the answers."""
     import torch
 
     from library.model.chat import format_prompt
     from library.model.generate import GenerationStats, generate_completions
     from library.model.precision import compute_precision
+    from library.model.precision import generation_precision as precision_of_generation
+    from library.model.precision import sampling_precision as precision_of_sampling
 
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in train_texts]
     flat = torch.tensor([[i for row in ids for i in row]])
@@ -261,17 +303,27 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
         model.train(was_training)
     n = flat.shape[1]
     batch = list(prompts[:rows])
-    timings = []
-    for new in (2, 10):
-        stats = GenerationStats()
-        generate_completions(model, tokenizer, batch, max_new_tokens=new, batch_size=len(batch), progress=False,
-                             stats=stats, precision=generation_precision)
-        timings.append(stats.seconds)
     prompt_tokens = sum(len(tokenizer(format_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]) for p in batch)
-    step = max(timings[1] - timings[0], 1e-6) / 8
+
+    def generator_rates(precision: str | None) -> tuple[float, float]:
+        """Seconds per prefilled token and per decoding step of the batch, in ``precision``."""
+        timings = []
+        for new in (2, 10):
+            stats = GenerationStats()
+            generate_completions(model, tokenizer, batch, max_new_tokens=new, batch_size=len(batch), progress=False,
+                                 stats=stats, precision=precision)
+            timings.append(stats.seconds)
+        step = max(timings[1] - timings[0], 1e-6) / 8
+        return max(timings[0] - 2 * step, 0.0) / max(prompt_tokens, 1), step
+
+    gen = generation_precision or precision_of_generation()
+    prefill, step = generator_rates(gen)
+    sample_prefill = sample_step = None
+    if (sampling_precision or precision_of_sampling()) != gen:
+        sample_prefill, sample_step = generator_rates(sampling_precision or precision_of_sampling())
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
-                 prefill_s_per_token=max(timings[0] - 2 * step, 0.0) / max(prompt_tokens, 1),
-                 decode_s_per_step=step, decode_rows=len(batch))
+                 prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=len(batch),
+                 sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step)
 
 
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
@@ -314,7 +366,9 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
     for name, s in seconds.items():
         work = plan[name]
         table.add_row(name, f"{work.train_tokens:,} tok" if work.train_tokens else "",
-                      f"{work.decode_steps:,} steps x {work.decode_rows}" if work.decode_steps else "", minutes(s))
+                      " + ".join(f"{steps:,} steps x {rows}" for steps, rows in
+                                 ((work.sample_decode_steps, work.sample_decode_rows),
+                                  (work.decode_steps, work.decode_rows)) if steps), minutes(s))
     table.add_row("[bold]total", "", "", f"[bold]{minutes(sum(seconds.values()))}")
     console.print(table)
     return {"rates": rates.as_dict(), "seconds": seconds, "total_s": round(sum(seconds.values()), 1),

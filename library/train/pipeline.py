@@ -77,7 +77,8 @@ def platform_info(threads: int | None) -> dict[str, Any]:
 
     import torch
 
-    from library.model.precision import bf16_matmul_speedup, bf16_matrix_units, compute_precision, generation_precision
+    from library.model.precision import (bf16_matmul_speedup, bf16_matrix_units, compute_precision,
+                                         generation_precision, sampling_precision)
 
     info = _versions()
     info.update({
@@ -88,6 +89,7 @@ def platform_info(threads: int | None) -> dict[str, Any]:
         "requested_threads": threads,
         "precision": compute_precision(),
         "generation_precision": generation_precision(),
+        "sampling_precision": sampling_precision(),
         "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
         # fp32 / bf16 time of one MLP matmul: why generation's "auto" chose what it chose
         "bf16_matmul_speedup": None if torch.cuda.is_available() else round(bf16_matmul_speedup(), 2),
@@ -245,12 +247,12 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     setting behind (tests run many in one process).
     """
     from library.model.distributed import is_writer
-    from library.model.precision import using_precision
+    from library.model.precision import run_precision
 
     # the folder is this process's while it runs (a second writer stops with the holder's name);
     # the precisions are set before meta.json records them and any phase runs
     owned = RunDir(run_dir).lock() if is_writer() else contextlib.nullcontext()
-    with owned, using_precision(config.precision, config.generation.precision):
+    with owned, run_precision(config):
         return _run_phases(config, run_dir, backend=backend, resume=resume, console=console, stop_after=stop_after)
 
 
@@ -303,7 +305,7 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
 
     from library.model.distributed import is_writer, main_process_first, wait_for_everyone
     from library.model.load import load_model, model_info
-    from library.model.precision import compute_precision, generation_precision, keep_freed_memory
+    from library.model.precision import compute_precision, generation_precision, keep_freed_memory, sampling_precision
     from library.scoring.reward import RewardModel
     from library.train.backends.phases import RunContext
     from library.train.backends.torch_phases import TorchBackend
@@ -350,7 +352,8 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
     backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
                              console=console), base)
     console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
-                  f"precision={compute_precision()} generation={generation_precision()} run={run_dir} "
+                  f"precision={compute_precision()} generation={generation_precision()} "
+                  f"sampling={sampling_precision()} run={run_dir} "
                   f"phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(state.completed) or 'none'})" if not fresh else ""))
     if config.estimate and writer and len(state.completed) < len(config.phases()):

@@ -78,8 +78,9 @@ def choose_pool(model, tokenizer, candidates: Sequence[Any], settings, reward_mo
                 cache: Path, forbidden_ids: Iterable[str] = ()) -> tuple[list, dict[str, Any]]:
     """GRPO's prompts from ``candidates`` by the starting policy ``model``'s pass rates:
     ``(pool, summary)``. Read from ``cache`` when it holds the same candidates, ``k`` and sampling
-    settings; else sampled and written there (by the writing process)."""
+    settings (precision included); else sampled and written there (by the writing process)."""
     from library.model.distributed import is_writer, wait_for_everyone
+    from library.model.precision import sampling_precision
     from library.train.data import assert_training_only
     from library.jsonl import atomic_write_text
 
@@ -89,7 +90,8 @@ def choose_pool(model, tokenizer, candidates: Sequence[Any], settings, reward_mo
         raise ValueError("grpo.pool.by_pass_rate: no candidate prompts (grpo.pool.candidates, hops, splits)")
     k = settings.pool.k_samples
     key = {"candidates": [q.id for q in candidates], "k": k, "temperature": settings.temperature,
-           "top_p": settings.top_p, "max_new_tokens": settings.max_completion_length, "seed": seed}
+           "top_p": settings.top_p, "max_new_tokens": settings.max_completion_length, "seed": seed,
+           "precision": sampling_precision()}  # a bf16 draw is another draw (finding 54)
     cache = Path(cache)
     right = None
     if cache.exists():

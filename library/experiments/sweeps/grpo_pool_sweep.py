@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from library.evaluation.monitor import live_monitor
     from library.experiments import start_backend
     from library.experiments.sweeps.dev_judge import DevJudge, record
-    from library.model.precision import using_precision
+    from library.model.precision import run_precision
     from library.runs.folder import RunDir
     from library.scoring.reward import RewardModel
     from library.stats import paired_difference_repeated
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     meta_pool = ((run.read_meta().get("selection") or {}).get("grpo_pool") or {}).get("ids")
     work = run.path / "grpo_pool_sweep"
     lines: list[dict] = []
-    with using_precision(config.precision, config.generation.precision):
+    with run_precision(config):
         config, context, backend = start_backend(config, run)
         selection, tokenizer, kg = context.selection, context.tokenizer, context.data.kg
         if meta_pool is not None and meta_pool != [q.id for q in selection.grpo_pool]:

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> dict:
     from library.experiments import start_backend
     from library.experiments.sweeps.dev_judge import DevJudge
     from library.jsonl import atomic_write_json
-    from library.model.precision import using_precision
+    from library.model.precision import run_precision
     from library.runs.folder import RunDir
     from library.stats import paired_difference, paired_difference_repeated
     from library.train.checkpoints import load_phase_model
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     missing = [n for n in names if n not in arms]
     if missing:
         raise SystemExit(f"{run.path}: no saved adapter for {', '.join(missing)} (run the selection experiment first)")
-    with using_precision(config.precision, config.generation.precision):
+    with run_precision(config):
         config, context, backend = start_backend(config, run)
         tokenizer = context.tokenizer
         judge = DevJudge(config, context.data, tokenizer, args.n_dev)
