@@ -193,7 +193,11 @@ def train(
     generation_precision: str = typer.Option(None, "--generation-precision",
                                              help="auto (default: bf16 where training is bf16 or bf16 matmuls "
                                                   "measure >= 1.5x fp32, else fp32) | float32 | bfloat16: "
-                                                  "precision of evaluation, RSFT sampling and GRPO rollouts."),
+                                                  "precision of the answers (evaluation, the demo)."),
+    sampling_precision: str = typer.Option(None, "--sampling-precision",
+                                           help="float32 (default: the same draw from the same seed on any CPU) "
+                                                "| bfloat16 | generation: precision of RL's draws (RSFT samples, "
+                                                "GRPO rollouts, the pass-rate pool)."),
     grpo_reward: str = typer.Option(None, help="GRPO reward preset (toy, paper, paper+edges, correctness, ...)."),
     data_dir: Path = typer.Option(None, help="Folder with train/eval/train_hard/eval_shuffled JSONL (default data/)."),
     kg: Path = typer.Option(None, help="The knowledge graph (default: the one the --data-dir questions were "
@@ -238,7 +242,9 @@ def train(
     if precision is not None:
         overrides["precision"] = precision
     if generation_precision is not None:
-        overrides["generation"] = {"precision": generation_precision}
+        overrides.setdefault("generation", {})["precision"] = generation_precision
+    if sampling_precision is not None:
+        overrides.setdefault("generation", {})["sampling_precision"] = sampling_precision
     if grpo_reward is not None:
         overrides["grpo"] = {"reward_preset": grpo_reward}
     if data_dir is not None:

@@ -204,3 +204,29 @@ def test_training_precision_fast_is_bf16_where_bf16_matmuls_measure_fast(monkeyp
     assert (m.resolve_precision("fast", "cpu"), m.resolve_precision("auto", "cpu")) == ("bfloat16", "float32")
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)  # AMX
     assert m.resolve_precision("fast", "cpu") == m.resolve_precision("auto", "cpu") == "bfloat16"
+
+
+def test_kgr_train_sets_the_answers_and_the_draws_precisions_apart(tmp_path, monkeypatch):
+    """`--generation-precision` and `--sampling-precision` reach the run's config side by side;
+    the draws default to fp32 (the same draw on any CPU, docs/FINDINGS.md finding 54)."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    import library.train.backends.pipeline as pipeline
+    from library.cli import app
+
+    seen = []
+
+    def fake_run(config, run_dir, **kwargs):
+        seen.append(config.generation)
+        return SimpleNamespace(read_meta=lambda: {"status": "stopped"}, path=run_dir)
+
+    monkeypatch.setattr(pipeline, "run_training_with_backend", fake_run)
+    args = ["train", "--profile", "quick", "--model", "tiny", "--run", str(tmp_path / "run")]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert CliRunner().invoke(app, args + ["--generation-precision", "float32", "--sampling-precision",
+                                           "bfloat16"]).exit_code == 0
+    assert [(g.precision, g.sampling_precision) for g in seen] == [("auto", "float32"), ("float32", "bfloat16")]
+    bad = CliRunner().invoke(app, args + ["--sampling-precision", "fp16"])
+    assert bad.exit_code != 0 and "sampling_precision" in bad.output
