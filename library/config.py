@@ -228,7 +228,8 @@ class GenerationSettings(_Strict):
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
     # Precision of sampled draws (RSFT's samples, GRPO's groups, the pass-rate pool's estimates):
     # fp32 draws the same samples from the same seed on every CPU measured, bf16 does not (~3 in 4
-    # equal under another CPU's kernels, finding 54); "generation": as `precision`.
+    # equal under another CPU's kernels, finding 54); "generation": as `precision`. It is the
+    # pipeline's generator's (grpo.pipeline_generator: false samples in the trainer's precision).
     sampling_precision: Literal["float32", "bfloat16", "generation"] = "float32"
     # Raise each window (eval.max_new_tokens, rsft.max_new_tokens, grpo.max_completion_length) to the
     # longest reference completion it generates for, +1: the profiles' windows are measured on the
@@ -313,7 +314,7 @@ class TrainConfig(_Strict):
     # Compute precision of training (autocast); weights stay fp32. "auto": bfloat16 where the
     # hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on an AMX
     # CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md). Generation's own
-    # precision is generation.precision.
+    # precision is generation.precision, and RL's draws' generation.sampling_precision.
     precision: Literal["auto", "fast", "float32", "bfloat16"] = "auto"
     sft: SFTSettings = Field(default_factory=SFTSettings)
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)

@@ -418,8 +418,12 @@ def test_run_generates_in_bf16_where_bf16_matmuls_are_fast_and_trains_in_fp32(tm
     data_dir = write_tiny_data(tmp_path / "data")
     platform = run_training(tiny_config(data_dir), tmp_path / "run", stop_after="base").read_meta()["platform"]
     assert (platform["precision"], platform["generation_precision"]) == ("float32", "bfloat16")
+    assert platform["sampling_precision"] == "float32"  # RL's draws: the same on any CPU (finding 54)
     assert platform["bf16_matmul_speedup"] == 3.8
     assert m.generation_precision() == "float32"  # restored after the run
+    with m.using_precision("float32", sampling="bfloat16"):
+        run_training(tiny_config(data_dir), tmp_path / "run2", stop_after="base")
+        assert m.sampling_precision() == "bfloat16"  # the caller's, restored after the run
     exact = tiny_config(data_dir, generation={"precision": "float32"})
     platform = run_training(exact, tmp_path / "exact", stop_after="base").read_meta()["platform"]
     assert platform["generation_precision"] == "float32"
@@ -727,6 +731,25 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
                     "selection_reward_seed2", "selection_correctness_seed2"]
     arm = plan_work(chosen, selection, tok, data.kg)["selection_reward_seed1"]
     assert arm.train_tokens == plan["rsft"].train_tokens and arm.decode_steps == plan["rsft_eval"].decode_steps
+    # the ablation's entry is GRPO's sampled work and its greedy evaluation, each at its own rate
+    ablated = config.model_copy(update={"ablation": config.ablation.model_copy(update={"enabled": True})})
+    entry = plan_work(ablated, selection, tok, data.kg)["ablation"]
+    assert entry.sample_decode_steps == plan["grpo"].sample_decode_steps > 0
+    assert entry.decode_steps == plan["grpo_eval"].decode_steps > 0
+
+
+def test_a_run_recorded_before_the_draws_precision_resumes_at_the_generation_precision():
+    """A recorded config without generation.sampling_precision drew its RL samples at the
+    generation precision: it compares as "generation", and a mismatch names the setting."""
+    from library.config import TrainConfig
+    from library.train.pipeline import comparable_config, config_differences
+
+    recorded = TrainConfig().to_meta()
+    recorded["generation"] = {k: v for k, v in recorded["generation"].items() if k != "sampling_precision"}
+    old = TrainConfig(generation={"sampling_precision": "generation"})
+    assert comparable_config(recorded) == comparable_config(old) != comparable_config(TrainConfig())
+    assert config_differences(recorded, TrainConfig()) == \
+        "generation.sampling_precision: 'generation' (recorded) vs 'float32'"
 
 
 def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():

@@ -62,10 +62,11 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
     if meta.get("status") != "complete":
         raise ExperimentError(f"{run.path}: experiments run on a finished run (status: {meta.get('status')!r}); "
                               "finish it first with `kgr train --resume`")
-    from library.train.pipeline import comparable_config
+    from library.train.pipeline import comparable_config, config_differences
 
     if comparable_config(config) != comparable_config(meta.get("config") or {}):
-        raise ExperimentError(f"{run.path} was trained with other settings than this profile's; "
+        raise ExperimentError(f"{run.path} was trained with other settings than this profile's "
+                              f"({config_differences(meta.get('config') or {}, config)}); "
                               "an experiment needs the run's own profile and model")
     from library.model.distributed import is_writer
 

@@ -107,8 +107,7 @@ def resolve_generation_precision(precision: str = "auto", training: str | None =
                                  device: str | None = None) -> str:
     """``"float32"`` or ``"bfloat16"`` for generation, given the resolved ``training`` precision.
 
-    ``"auto"``: bfloat16 where training is bf16 (sampler and trainer then round alike) or where
-    bf16 is fast for inference alone: bf16 matrix units, or a CPU whose bf16 matmuls measure at
+    ``"auto"``: bfloat16 where training is bf16 or where bf16 is fast for inference alone: bf16 matrix units, or a CPU whose bf16 matmuls measure at
     least :data:`BF16_MIN_SPEEDUP` x fp32.
 
     >>> resolve_generation_precision("float32", training="bfloat16")
@@ -138,7 +137,8 @@ def set_compute_precision(precision: str = "auto", generation: str | None = None
     means a bf16 copy of the weights (:func:`library.model.generate.generation_model`).
     ``generation`` (``None``: the same as training) is resolved by
     :func:`resolve_generation_precision`; ``sampling`` (``None`` or ``"generation"``: the same as
-    generation) is ``"float32"`` or ``"bfloat16"``.
+    generation) is ``"float32"`` or ``"bfloat16"``. Note that ``None`` here is not the config's
+    default (``float32``): a run sets all three with :func:`run_precision`.
     """
     global _compute_precision, _generation_precision, _sampling_precision
     if sampling not in (None, "generation", "float32", "bfloat16"):

@@ -82,6 +82,8 @@ class Work:
 
     def sampled(self) -> "Work":
         """The same generation, drawn by sampling."""
+        if self.sample_decode_steps or self.sample_prefill_tokens:
+            raise ValueError("Work.sampled() of work that already has sampled decoding")
         return Work(train_tokens=self.train_tokens, forward_tokens=self.forward_tokens,
                     sample_prefill_tokens=self.prefill_tokens, sample_decode_steps=self.decode_steps,
                     sample_decode_rows=self.decode_rows)
@@ -366,9 +368,9 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
     for name, s in seconds.items():
         work = plan[name]
         table.add_row(name, f"{work.train_tokens:,} tok" if work.train_tokens else "",
-                      " + ".join(f"{steps:,} steps x {rows}" for steps, rows in
-                                 ((work.sample_decode_steps, work.sample_decode_rows),
-                                  (work.decode_steps, work.decode_rows)) if steps), minutes(s))
+                      " + ".join(f"{steps:,} steps x {rows}{label}" for steps, rows, label in
+                                 ((work.sample_decode_steps, work.sample_decode_rows, " sampled"),
+                                  (work.decode_steps, work.decode_rows, "")) if steps), minutes(s))
     table.add_row("[bold]total", "", "", f"[bold]{minutes(sum(seconds.values()))}")
     console.print(table)
     return {"rates": rates.as_dict(), "seconds": seconds, "total_s": round(sum(seconds.values()), 1),

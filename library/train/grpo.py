@@ -198,7 +198,7 @@ def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
     TRL hands over its per-process batch, where every prompt appears ``num_generations`` times,
     and takes back one ``prompt_ids``/``completion_ids`` pair per entry in the same order.
     ``logprobs`` is None, as in TRL's own transformers path (no importance-sampling correction).
-    Under bfloat16 generation precision the samples come from a bf16 copy of the current
+    Under a bfloat16 sampling precision (``generation.sampling_precision``; fp32 by default) the samples come from a bf16 copy of the current
     weights while the loss is computed in the training precision (fp32, or bf16 autocast), so
     sampler and trainer differ only by rounding (as with vLLM rollouts on GPU). Sampling is seeded per optimizer step and,
     across processes, per process (each samples its own slice of the step's groups).

@@ -161,7 +161,8 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
     if meta.get("backend") != backend.name:
         raise ResumeError(f"{run.path} was trained with backend {meta.get('backend')!r}, not {backend.name!r}")
     if comparable_config(meta.get("config") or {}) != comparable_config(config):
-        raise ResumeError(f"{run.path} was started with different settings; resume needs the same profile and model")
+        raise ResumeError(f"{run.path} was started with different settings ({config_differences(meta.get('config') or {}, config)}); "
+                          "resume needs the same profile and model")
     if meta.get("data") != data.hashes:
         raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
     if meta.get("status") != "complete":  # resuming a finished run changes nothing
@@ -177,8 +178,13 @@ def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     """The settings that decide what the phases train, as meta.json records them: everything but
     the experiments (library/experiments), which run beside the pipeline on a finished run, and
     the start-up estimate. A recorded config is read through :class:`TrainConfig` first, so a
-    setting added since it was written compares at its default."""
+    setting added since it was written compares at its default - except the draws' precision,
+    which was the generation precision before ``generation.sampling_precision`` existed."""
     if not isinstance(config, TrainConfig):
+        generation = config.get("generation")
+        if isinstance(generation, dict) and "sampling_precision" not in generation:
+            # recorded before the setting existed: its RL draws ran at the generation precision
+            config = {**config, "generation": {**generation, "sampling_precision": "generation"}}
         try:
             config = TrainConfig.model_validate(config)
         except ValidationError:
@@ -187,6 +193,22 @@ def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     for section in ("distribution", "ablation", "selection", "estimate"):
         current.pop(section, None)
     return current
+
+
+def config_differences(recorded: TrainConfig | dict[str, Any], config: TrainConfig | dict[str, Any]) -> str:
+    """The settings two configs differ in, as dotted names with both values.
+
+    >>> config_differences({"seed": 0, "sft": {"lr": 1}}, {"seed": 0, "sft": {"lr": 2}})
+    'sft.lr: 1 (recorded) vs 2'
+    """
+    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(d, dict):
+            return {prefix.rstrip("."): d}
+        return {k: v for key, value in d.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+
+    a, b = flat(comparable_config(recorded)), flat(comparable_config(config))
+    diffs = [f"{k}: {a.get(k)!r} (recorded) vs {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
 
 
 def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
@@ -243,7 +265,7 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     others wait at a barrier wherever they next read it (library/model/distributed.py).
 
     The run's compute precisions (``config.precision`` for training, ``config.generation.precision``
-    for generation) hold while it runs and are restored afterwards: a run leaves no process-wide
+    for answers, ``config.generation.sampling_precision`` for RL's draws) hold while it runs and are restored afterwards: a run leaves no process-wide
     setting behind (tests run many in one process).
     """
     from library.model.distributed import is_writer

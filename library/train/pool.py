@@ -91,7 +91,9 @@ def choose_pool(model, tokenizer, candidates: Sequence[Any], settings, reward_mo
     k = settings.pool.k_samples
     key = {"candidates": [q.id for q in candidates], "k": k, "temperature": settings.temperature,
            "top_p": settings.top_p, "max_new_tokens": settings.max_completion_length, "seed": seed,
-           "precision": sampling_precision()}  # a bf16 draw is another draw (finding 54)
+           "precision": sampling_precision(),  # a bf16 draw is another draw (finding 54)
+           "batch_size": settings.pool.gen_batch_size}  # random numbers are drawn per batch
+    # The process count is not in the key: a phase resumed on another count reads the draw it began with.
     cache = Path(cache)
     right = None
     if cache.exists():

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from library.evaluation.monitor import live_monitor
     from library.experiments import start_backend
     from library.experiments.sweeps.dev_judge import DevJudge, record
-    from library.model.precision import run_precision
+    from library.model.precision import run_precision, sampling_precision
     from library.runs.folder import RunDir
     from library.scoring.reward import RewardModel
     from library.stats import paired_difference_repeated
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             start.unload()
             head = {"arm": "start", "init_from": g.init_from, "dev_right": start_block["correct"],
                     "n_dev": start_block["n"], "pool": pool_info, "pool_seconds": pool_seconds,
-                    "start_resampled": resampled,
+                    "start_resampled": resampled, "sampling_precision": sampling_precision(),
                     **({"heldout_right": held_start[0]["correct"], "n_heldout": held_start[0]["n"]} if heldout else {}),
                     "grpo": g.model_dump(mode="json")}
             record(args.out, head)

@@ -75,6 +75,7 @@ def main() -> None:
     from library.model.load import load_tokenizer
     from library.scoring.reward import RewardModel
     from library.train.rsft import run_rsft
+    from library.model.precision import run_precision
     from library.runs.folder import RunDir
     from library.train.checkpoints import add_lora, load_full_model
     from library.train.data import load_data, make_selection
@@ -88,7 +89,7 @@ def main() -> None:
     base = load_full_model(args.start)
 
     finals: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with run_precision(cfg0), tempfile.TemporaryDirectory() as tmp:  # the profile's precisions, as a run
         t0 = time.perf_counter()
         sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft")
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),

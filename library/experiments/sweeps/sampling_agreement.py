@@ -1,7 +1,9 @@
 """Does the same seed draw the same RL samples on another CPU? fp32 against bf16 sampling.
 
 RSFT's samples (and GRPO's groups, and the pass-rate pool's estimates) are drawn by the
-pipeline's generator at the generation precision. Two CPUs round differently: their kernels
+pipeline's generator; until this measurement (docs/FINDINGS.md finding 54) they were drawn at the
+generation precision (bf16 where fast), now at ``generation.sampling_precision`` (fp32 by
+default). Two CPUs round differently: their kernels
 (matmul, softmax, attention) differ by instruction set, so a logit can land on the other side
 of a sampling boundary and the rest of the completion differs. docs/FINDINGS.md finding 52:
 the same fp32-trained SFT model on two EPYCs drew 129 of 256 equal RSFT samples in bf16, and

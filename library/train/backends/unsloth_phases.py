@@ -58,6 +58,7 @@ class UnslothBackend(PhaseBackend):
             self._model, self._live = model, "sft"
             return sft_info(res, sel)
         if phase == "rsft":
+            from library.model.precision import sampling_precision
             from library.train.rsft import run_rsft
 
             reward = RewardModel.from_preset(kg, cfg.rsft.reward_preset)
@@ -68,7 +69,7 @@ class UnslothBackend(PhaseBackend):
                                   monitor=self.phase_monitor("rsft", sel.rsft_prompts))
             self._model, self._live = model, "rsft"
             return rsft_info(res, cfg, seconds_sampling=sampled, reused_rollouts=reused,
-                             sampled_with="transformers fp32 base + the SFT peft adapter")
+                             sampled_with=f"transformers base + the SFT peft adapter, {sampling_precision()}")
         if phase == "grpo":
             from library.train.grpo import run_grpo
 
