@@ -127,6 +127,17 @@ class RSFTSettings(_Strict):
     reward_preset: RewardPreset = "paper+edges"
 
 
+def _listed_once(values: list, message: str) -> list:
+    """``values`` when none repeats, else a ValueError ``"<message>: <values>"`` (list validators).
+
+    >>> _listed_once([0, 1], "seeds repeat")
+    [0, 1]
+    """
+    if len(set(values)) != len(values):
+        raise ValueError(f"{message}: {values}")
+    return values
+
+
 class PoolSettings(_Strict):
     """How GRPO's prompts are chosen (library/train/pool.py). By default the pool is ``grpo.n_prompts``
     training questions drawn before SFT and held out of it. With ``by_pass_rate`` the starting
@@ -146,9 +157,7 @@ class PoolSettings(_Strict):
     @field_validator("splits")
     @classmethod
     def _distinct(cls, splits: list[str]) -> list[str]:
-        if len(set(splits)) != len(splits):
-            raise ValueError(f"splits listed twice: {splits}")
-        return splits
+        return _listed_once(splits, "splits listed twice")
 
 
 class GRPOSettings(_Strict):
@@ -296,9 +305,7 @@ class SelectionSettings(_Strict):
     @field_validator("seeds")
     @classmethod
     def _distinct(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"selection.seeds repeats a seed: {seeds}")
-        return seeds
+        return _listed_once(seeds, "selection.seeds repeats a seed")
 
 
 class TrainConfig(_Strict):
