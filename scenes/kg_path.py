@@ -77,23 +77,24 @@ def border_point(box, toward: np.ndarray) -> np.ndarray:
     return c + d * s
 
 
-def _overlap(m, others) -> float:
-    """Total bounding-box overlap area of mobject ``m`` with ``others``."""
-    (l0, b0, _), (r0, t0, _) = m.get_corner(DOWN + LEFT), m.get_corner(UP + RIGHT)
+def _box(m) -> tuple[float, float, float, float]:
+    """``m``'s bounding box as (left, bottom, right, top)."""
+    (l, b, _), (r, t, _) = m.get_corner(DOWN + LEFT), m.get_corner(UP + RIGHT)
+    return l, b, r, t
+
+
+def _overlap(box, others) -> float:
+    """Total overlap area of the box ``box`` with the boxes ``others`` (see :func:`_box`)."""
+    l0, b0, r0, t0 = box
     area = 0.0
-    for o in others:
-        (l1, b1, _), (r1, t1, _) = o.get_corner(DOWN + LEFT), o.get_corner(UP + RIGHT)
+    for l1, b1, r1, t1 in others:
         area += max(0.0, min(r0, r1) - max(l0, l1)) * max(0.0, min(t0, t1) - max(b0, b1))
     return area
 
 
-def _inside(pt, mobs) -> bool:
-    """Whether point ``pt`` lies in the bounding box of any of ``mobs``."""
-    for m in mobs:
-        (l, b, _), (r, t, _) = m.get_corner(DOWN + LEFT), m.get_corner(UP + RIGHT)
-        if l <= pt[0] <= r and b <= pt[1] <= t:
-            return True
-    return False
+def _inside(pt, boxes) -> bool:
+    """Whether point ``pt`` lies in any of ``boxes`` (see :func:`_box`)."""
+    return any(l <= pt[0] <= r and b <= pt[1] <= t for l, b, r, t in boxes)
 
 
 def _branch_lanes(p: KGPathPayload) -> tuple[list[tuple[str | None, list[str]]], dict[str, int]]:
@@ -372,9 +373,15 @@ class KGPathScene(ClipScene):
         order = _order_neighbours(p, exclude=set(self._depth))
         lanes = self._lanes
 
+        made: dict[tuple[str, float], VGroup] = {}
+
         def boxes_at(ids, size):
-            # min_size=size: every node label at this one size (more lines before smaller text)
-            return {i: label_box(labels[i], size, cw, max_lines=2, min_size=size, min_width=cw) for i in ids}
+            # min_size=size: every node label at this one size (more lines before smaller text);
+            # made once per (node, size): the candidate layouts below ask for the same boxes again
+            for i in ids:
+                if (i, size) not in made:
+                    made[i, size] = label_box(labels[i], size, cw, max_lines=2, min_size=size, min_width=cw)
+            return {i: made[i, size] for i in ids}
 
         # The largest node size (in 10% steps from the body size down to the floor) at which
         # the spine fits: one straight column when the whole path fits in it (short paths),
@@ -717,7 +724,11 @@ class KGPathScene(ClipScene):
         tag.scale(max(self._graph_scale, min_text_scale(tag, self.L.min_size)))
         left, right, bottom, top = area
         best = None
-        others = [o for o in obstacles if o is not a and o is not b]
+        # boxes measured once: a candidate spot is the tag's box moved there, not a copy of it
+        others = [_box(o) for o in obstacles if o is not a and o is not b]
+        boxes = [_box(o) for o in obstacles]
+        tag_l, tag_b, tag_r, tag_t = _box(tag)
+        tag_c = tag.get_center()
         for ang in (-0.9, 0.9, -1.6, 1.6):
             arc = ArcBetweenPoints(s, e, angle=ang, color=WRONG, stroke_width=5)
             far = -float(np.linalg.norm(arc.point_from_proportion(0.5) - centre))
@@ -729,10 +740,11 @@ class KGPathScene(ClipScene):
                                (0.9, 0), (-0.9, 0), (0.6, 0.3), (-0.6, 0.3), (0.6, -0.3), (-0.6, -0.3)):
                     c = pt + np.array((dx, dy, 0.0))
                     off = float(np.linalg.norm(c - mid))
-                    probe = tag.copy().move_to(c)
-                    cost = _overlap(probe, obstacles) + 0.2 * through
-                    cost += 10 * (max(0, probe.get_right()[0] - right) + max(0, left - probe.get_left()[0])
-                                  + max(0, probe.get_top()[1] - top) + max(0, bottom - probe.get_bottom()[1]))
+                    dx_, dy_ = c[0] - tag_c[0], c[1] - tag_c[1]
+                    probe = (tag_l + dx_, tag_b + dy_, tag_r + dx_, tag_t + dy_)
+                    cost = _overlap(probe, boxes) + 0.2 * through
+                    cost += 10 * (max(0, probe[2] - right) + max(0, left - probe[0])
+                                  + max(0, probe[3] - top) + max(0, bottom - probe[1]))
                     key = (round(cost, 3), abs(ang), off, far)
                     if best is None or key < best[0]:
                         best = (key, arc, c)
