@@ -20,8 +20,11 @@ from typing import Any
 from library.contracts import BLANK_TAG_RE, PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 
+from library.graph.check import fanouts
 from library.graph.oracle import question_walk, walk_edges
+from library.scoring.hacks import HACKS
 from library.scoring.matching import is_grounded
+from library.scoring.reward import RewardModel
 from library.runs.reader import RunView, rollout_curve
 from scenes.payloads import validate_payload
 from scenes.storyboard import (
@@ -87,11 +90,35 @@ class RunData(RunView):
         return (not ep.correct and ep.parsed.valid_format and ep.parsed.answer is not None
                 and bool(claims) and all(c.in_kg for c in claims))
 
+    @cached_property
+    def eval_reward(self) -> RewardModel:
+        """The reward the run's evaluation scored with (its config's ``eval.reward_preset``)."""
+        from library.config import EvalSettings
+
+        preset = (self.config.get("eval") or {}).get("reward_preset") or EvalSettings().reward_preset
+        return RewardModel.from_preset(self.kg, preset)
+
+    @cached_property
+    def data_stats(self) -> dict[str, Any] | None:
+        """The ``stats.json`` that ``kgr data`` wrote beside the run's questions, if there is one."""
+        import json
+
+        path = self.data_dir / "stats.json"
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise DataFileError(path, f"not valid JSON: {exc}") from None
+
     def template_context(self) -> dict[str, Any]:
         phases = self.phases
-        return {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
-                "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
-                "kg": _KGStats(self), "steps": self.steps()}
+        ctx = {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
+               "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
+               "kg": _KGStats(self), "steps": self.steps()}
+        if self.data_stats is not None:  # templates test `stats is defined`
+            ctx["stats"] = self.data_stats
+        return ctx
 
     @cached_property
     def _steps(self) -> list[dict[str, Any]]:
@@ -137,6 +164,24 @@ class _KGStats:
     def domain(self) -> str:
         return self._data.kg.domain
 
+    @cached_property
+    def _fan(self) -> list[int]:
+        return fanouts(self._data.kg)
+
+    @property
+    def groups(self) -> int:
+        """(entity, relation) pairs with at least one successor."""
+        return len(self._fan)
+
+    @property
+    def functional(self) -> int:
+        """Of those, the pairs with exactly one successor (a hop that does not branch)."""
+        return sum(1 for n in self._fan if n == 1)
+
+    @property
+    def max_fanout(self) -> int:
+        return max(self._fan, default=0)
+
 
 # --------------------------------------------------------------------------- episode selection
 
@@ -169,7 +214,11 @@ class Selection:
         return {
             "episode": _episode_context(data, self.episode, q),
             "before": _episode_context(data, self.before, q) if self.before is not None else None,
-            "question": {**q.model_dump(mode="json"), "answer_label": q.options[q.answer_star]},
+            "question": {**q.model_dump(mode="json"), "answer_label": q.options[q.answer_star],
+                         "hops": [{"src": data.kg.label(e.src), "rel": data.kg.relation_label(e.rel),
+                                   "dst": data.kg.label(e.dst)} for e in q.path_star.edges]},
+            # answers made for this question, scored by the run's evaluation reward (not sampled)
+            "made": _Made(data, q),
             "selection": {"from": self.from_phase, "to": self.to_phase, "phase": self.phase,
                           "query": " + ".join(self.query), "fallback": self.fallback},
         }
@@ -183,6 +232,46 @@ class Selection:
             if not any(e["phase"] == ep.phase and e["ex_id"] == ep.ex_id for e in out):
                 out.append(entry)
         return out
+
+
+#: ``reward_bars`` ``answer:`` names and the ``made`` template variable: the gold completion
+#: (the reference TRACE, written from the graph) and the hacks of library/scoring/hacks.py
+MADE_ANSWERS = ("reference", *HACKS)
+
+
+def made_answer(data: "RunData", q: Question, name: str) -> tuple[str, Any]:
+    """(completion, Scored) of the made answer ``name`` to ``q``, scored as the run's evaluation
+    scored its answers."""
+    from library.questions.wording import reference_completion
+
+    if name not in MADE_ANSWERS:
+        raise ShotError(f"unknown made answer {name!r}; known: {', '.join(MADE_ANSWERS)}")
+    completion = reference_completion(q) if name == "reference" else HACKS[name](data.kg, q)
+    return completion, data.eval_reward.score(q, completion)
+
+
+def _made_context(data: "RunData", q: Question, name: str) -> dict[str, Any]:
+    completion, scored = made_answer(data, q, name)
+    return {"completion": completion, "trace": scored.parsed.trace_text, "answer": scored.parsed.answer,
+            "correct": scored.correct, "reward": scored.reward.model_dump(mode="json")}
+
+
+class _Made:
+    """``made.<name>`` for templates: each made answer is built and scored only when a template
+    reads it (logged episodes are never parsed again; these are not logged)."""
+
+    def __init__(self, data: "RunData", q: Question):
+        self._data, self._q = data, q
+        self._done: dict[str, dict[str, Any]] = {}
+
+    def __getattr__(self, name: str) -> dict[str, Any]:
+        if name.startswith("_") or name not in MADE_ANSWERS:
+            raise AttributeError(name)
+        if name not in self._done:
+            self._done[name] = _made_context(self._data, self._q, name)
+        return self._done[name]
+
+    __getitem__ = __getattr__
 
 
 def _episode_context(data: "RunData", ep: Episode, q: Question) -> dict[str, Any]:
@@ -444,7 +533,9 @@ def _reward_range(data: RunData, key: str) -> tuple[float, float]:
 def build_reward_bars(data: RunData, params: dict, sel: Selection | None) -> dict:
     if sel is None:
         raise ShotError("reward_bars needs params.episode")
-    reward = sel.episode.reward.model_dump()
+    made = params.get("answer")
+    # a made answer (reference or hack) to the selected question, else the episode's own answer
+    reward = made_answer(data, sel.question, made)[1].reward.model_dump() if made else sel.episode.reward.model_dump()
     keys = params.get("components") or [k for k in ("correctness", "path_reward", "edge_reward", "spam_penalty") if k in reward]
     names = {**REWARD_NAMES, **(params.get("names") or {})}
     comps = []
@@ -452,9 +543,13 @@ def build_reward_bars(data: RunData, params: dict, sel: Selection | None) -> dic
         if k not in reward or not isinstance(reward[k], (int, float)):
             raise ShotError(f"reward component {k!r} is not logged for this episode (logged: {sorted(reward)})")
         lo, hi = _reward_range(data, k)
-        comps.append({"name": names.get(k, k), "value": float(reward[k]), "lo": lo, "hi": hi})
+        # a made answer may score outside what the run's episodes took: the scale takes it in
+        v = float(reward[k])
+        comps.append({"name": names.get(k, k), "value": v, "lo": min(lo, v), "hi": max(hi, v)})
     lo, hi = _reward_range(data, "total")
-    return {"title": params.get("title", f"Reward of the {phase_label(sel.phase)} answer"), "components": comps,
+    lo, hi = min(lo, float(reward["total"])), max(hi, float(reward["total"]))
+    title = f"Reward of a made answer: {made}" if made else f"Reward of the {phase_label(sel.phase)} answer"
+    return {"title": params.get("title", title), "components": comps,
             "total": float(reward["total"]), "total_range": [lo, hi], "note": params.get("note", "")}
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from library.contracts import Question
 from library.graph.kg import KnowledgeGraph
+from library.scoring.hacks import HACKS
 from library.scoring.reward import PRESET_NAMES, RewardModel
 
 
@@ -73,12 +74,13 @@ def option_text(kg: KnowledgeGraph, q: Question) -> str:
 Attack = Callable[[KnowledgeGraph, Question], str]
 PAPER_ONLY = "paper"
 ATTACKS: dict[str, tuple[Attack, bool | str]] = {
-    "path_entity_spam": (lambda kg, q: f"TRACE: {' '.join(labels(kg, q) * 5)}\nANSWER: {q.answer_star}", True),
+    "path_entity_spam": (HACKS["names_repeated"], True),
     "answer_entity_spam": (lambda kg, q: f"TRACE: {(labels(kg, q)[-1] + ' ') * 10}\nANSWER: {q.answer_star}", True),
     # Filler that names no entity: toy does not price it (a tie), the paper's repetition
     # factor does.
     "single_token_spam": (lambda kg, q: f"TRACE: {'ntp ' * 40}{honest_trace(kg, q)}\nANSWER: {q.answer_star}", PAPER_ONLY),
     "list_all_options": (lambda kg, q: f"TRACE: {option_text(kg, q)}\nANSWER: {q.answer_star}", True),
+    "options_as_written": (HACKS["options_listed"], True),
     "copy_question": (lambda kg, q: f"TRACE: {q.question} {option_text(kg, q)}\nANSWER: {q.answer_star}", True),
     "dump_all_labels": (lambda kg, q: f"TRACE: {', '.join(e.label for e in kg.entities.values())}\nANSWER: {q.answer_star}", True),
     "dump_all_ids": (lambda kg, q: f"TRACE: {' '.join(kg.entities)}\nANSWER: {q.answer_star}", True),

@@ -15,7 +15,7 @@ import pytest
 
 from library.errors import DataFileError
 from library.scoring.matching import extract_claims
-from scenes.resolve import RunData, resolve_shots
+from scenes.resolve import MADE_ANSWERS, RunData, made_answer, resolve_shots
 from scenes.storyboard import load_storyboard, loads_storyboard, render_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -324,8 +324,9 @@ def _formats(v: float) -> set[str]:
     return out
 
 
-def allowed_numbers(data: RunData) -> set[str]:
-    """Every number spelling the templates can produce from this run's logs and inputs."""
+def allowed_numbers(data: RunData, shown: tuple[str, ...] = ()) -> set[str]:
+    """Every number spelling the templates can produce from this run's logs and inputs
+    (``shown``: the questions the shots select, whose made answers they may score)."""
     allowed: set[str] = set(CONSTANTS)
 
     def walk(obj):
@@ -351,6 +352,15 @@ def allowed_numbers(data: RunData) -> set[str]:
     walk([q.model_dump(mode="json") for q in data.questions().values()])
     walk([e.label for e in data.kg.entities.values()])
     walk([len(data.kg.entities), len(data.kg.edges), len(data.kg.relations)])  # kg.* template counts
+    ctx_kg = data.template_context()["kg"]
+    walk([ctx_kg.groups, ctx_kg.functional, ctx_kg.max_fanout])  # kg.* fan-out figures
+    walk(data.data_stats)  # stats.* (kgr data's stats.json), where the data folder has one
+    if (data.meta.get("model") or {}).get("params"):
+        allowed.add(str(round(data.meta["model"]["params"] / 1e6)))  # "135 million parameters"
+    # the made answers' rewards (reference and hacks), scored by the run's evaluation reward
+    for ex_id in shown:
+        for name in MADE_ANSWERS:
+            walk(made_answer(data, data.questions()[ex_id], name)[1].reward.model_dump(mode="json"))
     return allowed
 
 
@@ -365,15 +375,15 @@ def test_every_number_in_shipped_storyboards_is_logged(run_with_kg, name):
     shots = resolve_shots(sb, data)
     texts = [t for s in shots for t in s.texts]
     assert any(NUMBER.search(t) for t in texts)  # the audit has something to check
-    assert audit(texts, allowed_numbers(data)) == []
+    assert audit(texts, allowed_numbers(data, tuple({s.ex_id for s in shots if s.ex_id}))) == []
 
 
 def test_number_audit_catches_a_typed_number(run_with_kg):
     # the audit must be able to fail: a hand-typed figure is not in the logs
-    sb = loads_storyboard(_shots("  - scene: title\n    params: {title: \"Accuracy 87%\"}\n    duration: 2\n").replace("RUN", str(run_with_kg)))
+    sb = loads_storyboard(_shots("  - scene: title\n    params: {title: \"Accuracy 88%\"}\n    duration: 2\n").replace("RUN", str(run_with_kg)))
     data = RunData.load(run_with_kg)
     texts = [t for s in resolve_shots(sb, data) for t in s.texts]
-    assert audit(texts, allowed_numbers(data)) == ["'87' in 'Accuracy 87%'"]
+    assert audit(texts, allowed_numbers(data)) == ["'88' in 'Accuracy 88%'"]
 
 
 def test_when_skips_shots_for_sections_a_run_lacks(run_with_kg):
@@ -447,3 +457,67 @@ def test_the_selection_experiment_is_told_only_where_the_run_measured_it():
                              questions_default=REPO / explainer.questions)
     assert not [s for s in resolve_shots(explainer, reference) if s.payload.get("title") == "What the graph's reward adds"]
     assert "RSFT data" not in resolve_shots(short, reference)[-1].payload["footer"]
+
+
+@pytest.mark.parametrize("run", ["reference", "quick", "food"])
+def test_the_explainer_runs_six_to_ten_minutes_with_its_sections(run, tmp_path):
+    """The explainer teaches the method: on each committed run it lasts 6-10 minutes (narration
+    timed by the real voice where espeak-ng is installed, else by its words-per-minute estimate)
+    and has its chapters: the worked example, unique answers, the reward and its hacks, the
+    phases, the monitor, a branching graph, the caveats."""
+    from scenes.narration import engine_available, estimate_seconds, synthesize
+
+    sb = load_storyboard(REPO / "storyboards" / "explainer.yaml")
+    data = RunData.load(REPO / "data" / "runs" / run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    shots = resolve_shots(sb, data)
+    voice = sb.voice.model_dump()
+    voiced = engine_available(voice["engine"])
+    seconds = 0.0
+    for s in shots:
+        said = (synthesize(s.narration, tmp_path, engine=voice["engine"], voice=voice.get("voice"), speed=voice["speed"]).seconds
+                if voiced else estimate_seconds(s.narration, voice["speed"]))
+        seconds += s.final_duration(said)
+    assert 6 * 60 <= seconds <= 10 * 60, (run, seconds)
+    chapters = [s.chapter for s in shots if s.chapter]
+    for chapter in ("From graph to question", "Unique answers, no leaks", "The reward, term by term",
+                    "Can the reward be gamed?", "The training phases", "The hacking monitor",
+                    "When the graph branches", "What each phase added", "Caveats"):
+        assert chapter in chapters, (run, chapter)
+    # the worked example walks the hero question's gold path hop by hop, in the graph's words
+    (example,) = [s for s in shots if s.chapter == "From graph to question"]
+    q = data.questions()[example.ex_id]
+    for e in q.path_star.edges:
+        assert f"{data.kg.label(e.src)}: it {data.kg.relation_label(e.rel)} {data.kg.label(e.dst)}" in example.narration
+    # the branching section reads this run's graph: functional here, branching on food
+    (branch,) = [s for s in shots if s.chapter == "When the graph branches"]
+    assert ("every hop is unique" in branch.narration) == (run != "food")
+
+
+def test_a_made_answer_is_scored_by_the_runs_evaluation_reward(tmp_path):
+    """``reward_bars`` with ``answer:`` shows a completion made for the selected question (the
+    reference, or a hack from library/scoring/hacks.py), scored as the run's evaluation scored
+    its answers; the hacked ones score below the honest reference on the committed run; an
+    unknown name fails at its line."""
+    from library.questions.wording import reference_completion
+    from library.scoring.hacks import HACKS
+    from library.scoring.reward import RewardModel
+
+    run = REPO / "data" / "runs" / "reference"
+    body = ("  - scene: reward_bars\n    params: {episode: {id: eval-0001, phase: grpo}, answer: NAME}\n"
+            "    duration: 2\n    caption: \"{{ made.NAME.reward.total }} {{ made.reference.reward.total }}\"\n")
+    data = RunData.load(run)
+    preset = data.config["eval"]["reward_preset"]
+    q = data.questions()["eval-0001"]
+    honest = RewardModel.from_preset(data.kg, preset).score(q, reference_completion(q))
+    for name, make in HACKS.items():
+        sb = loads_storyboard(_shots(body.replace("NAME", name)).replace("RUN", str(run)))
+        (shot,) = resolve_shots(sb, data)
+        scored = RewardModel.from_preset(data.kg, preset).score(q, make(data.kg, q))
+        assert shot.payload["total"] == pytest.approx(scored.reward.total)
+        assert shot.caption == f"{scored.reward.total} {honest.reward.total}"
+        assert scored.reward.total < honest.reward.total, name
+    bad = loads_storyboard(_shots(body.replace("answer: NAME", "answer: nope").replace("made.NAME", "made.reference"))
+                           .replace("RUN", str(run)))
+    with pytest.raises(DataFileError, match="unknown made answer 'nope'") as exc:
+        resolve_shots(bad, data)
+    assert exc.value.line == 5

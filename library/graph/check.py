@@ -72,11 +72,32 @@ def smallest_width(report: dict[str, Any], per_hop: int, hops: Iterable[int]) ->
     return None
 
 
+def _groups(kg: KnowledgeGraph) -> Counter:
+    """(entity, relation) -> its number of successors, for every pair that has one."""
+    return Counter((e.src, e.rel) for e in kg.edges)
+
+
+def fanouts(kg: KnowledgeGraph) -> list[int]:
+    """The number of successors of every (entity, relation) pair that has one: all 1 on a
+    functional graph, where no hop branches.
+
+    >>> from library.graph.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "toy",
+    ...     "entities": [{"id": i, "label": i, "type": "t"} for i in "abc"],
+    ...     "relations": [{"id": "r", "label": "r"}],
+    ...     "edges": [{"src": "a", "rel": "r", "dst": "b"}, {"src": "a", "rel": "r", "dst": "c"},
+    ...               {"src": "b", "rel": "r", "dst": "c"}]})
+    >>> sorted(fanouts(kg))
+    [1, 2]
+    """
+    return list(_groups(kg).values())
+
+
 def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] = WIDTHS) -> dict[str, Any]:
     """The figures ``kgr kg check`` prints (JSON-ready)."""
     groups: dict[str, list[int]] = defaultdict(list)  # relation -> fan-out of each (src, rel) group
     signatures: dict[str, Counter] = defaultdict(Counter)
-    for (src, rel), n in Counter((e.src, e.rel) for e in kg.edges).items():
+    for (src, rel), n in _groups(kg).items():
         groups[rel].append(n)
     for e in kg.edges:
         signatures[e.rel][f"{kg.type_of(e.src)} -> {kg.type_of(e.dst)}"] += 1
