@@ -725,8 +725,8 @@ class KGPathScene(ClipScene):
         left, right, bottom, top = area
         best = None
         # boxes measured once: a candidate spot is the tag's box moved there, not a copy of it
-        others = [_box(o) for o in obstacles if o is not a and o is not b]
         boxes = [_box(o) for o in obstacles]
+        others = [box for o, box in zip(obstacles, boxes) if o is not a and o is not b]
         tag_l, tag_b, tag_r, tag_t = _box(tag)
         tag_c = tag.get_center()
         for ang in (-0.9, 0.9, -1.6, 1.6):

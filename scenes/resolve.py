@@ -22,6 +22,7 @@ from library.errors import DataFileError
 
 from library.graph.check import fanouts
 from library.graph.oracle import question_walk, walk_edges
+from library.questions.wording import reference_completion
 from library.scoring.hacks import HACKS
 from library.scoring.matching import is_grounded
 from library.scoring.reward import RewardModel
@@ -97,19 +98,6 @@ class RunData(RunView):
 
         preset = (self.config.get("eval") or {}).get("reward_preset") or EvalSettings().reward_preset
         return RewardModel.from_preset(self.kg, preset)
-
-    @cached_property
-    def data_stats(self) -> dict[str, Any] | None:
-        """The ``stats.json`` that ``kgr data`` wrote beside the run's questions, if there is one."""
-        import json
-
-        path = self.data_dir / "stats.json"
-        if not path.is_file():
-            return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise DataFileError(path, f"not valid JSON: {exc}") from None
 
     def template_context(self) -> dict[str, Any]:
         phases = self.phases
@@ -208,6 +196,7 @@ class Selection:
     query: tuple[str, ...] = ()  # the terms that matched (empty for an `id:` pick)
     fallback: bool = False  # True: the primary query found nothing and `fallback:` was shown
     shown: list[tuple[str, Episode]] = field(default_factory=list)  # (role, episode) drawn by the scene
+    _made: "_Made | None" = field(default=None, repr=False)
 
     def context(self, data: "RunData") -> dict[str, Any]:
         q = self.question
@@ -218,10 +207,16 @@ class Selection:
                          "hops": [{"src": data.kg.label(e.src), "rel": data.kg.relation_label(e.rel),
                                    "dst": data.kg.label(e.dst)} for e in q.path_star.edges]},
             # answers made for this question, scored by the run's evaluation reward (not sampled)
-            "made": _Made(data, q),
+            "made": self.made(data),
             "selection": {"from": self.from_phase, "to": self.to_phase, "phase": self.phase,
                           "query": " + ".join(self.query), "fallback": self.fallback},
         }
+
+    def made(self, data: "RunData") -> "_Made":
+        """The answers made for this question (``made.*``), each scored once, when first read."""
+        if self._made is None:
+            self._made = _Made(data, self.question)
+        return self._made
 
     def episodes(self) -> list[dict[str, str]]:
         """The manifest's view: every episode this shot shows or quotes, by role, in order."""
@@ -242,36 +237,34 @@ MADE_ANSWERS = ("reference", *HACKS)
 def made_answer(data: "RunData", q: Question, name: str) -> tuple[str, Any]:
     """(completion, Scored) of the made answer ``name`` to ``q``, scored as the run's evaluation
     scored its answers."""
-    from library.questions.wording import reference_completion
-
     if name not in MADE_ANSWERS:
         raise ShotError(f"unknown made answer {name!r}; known: {', '.join(MADE_ANSWERS)}")
     completion = reference_completion(q) if name == "reference" else HACKS[name](data.kg, q)
     return completion, data.eval_reward.score(q, completion)
 
 
-def _made_context(data: "RunData", q: Question, name: str) -> dict[str, Any]:
-    completion, scored = made_answer(data, q, name)
-    return {"completion": completion, "trace": scored.parsed.trace_text, "answer": scored.parsed.answer,
-            "correct": scored.correct, "reward": scored.reward.model_dump(mode="json")}
-
-
 class _Made:
-    """``made.<name>`` for templates: each made answer is built and scored only when a template
-    reads it (logged episodes are never parsed again; these are not logged)."""
+    """``made.<name>`` / ``made[name]``: the made answer ``name`` to one question as
+    ``{completion, trace, answer, correct, reward}``, built and scored only when first read
+    (logged episodes are never parsed again; these are not logged). An unknown name is a
+    ShotError, which the shot reports at its line."""
 
     def __init__(self, data: "RunData", q: Question):
         self._data, self._q = data, q
         self._done: dict[str, dict[str, Any]] = {}
 
-    def __getattr__(self, name: str) -> dict[str, Any]:
-        if name.startswith("_") or name not in MADE_ANSWERS:
-            raise AttributeError(name)
+    def __getitem__(self, name: str) -> dict[str, Any]:
         if name not in self._done:
-            self._done[name] = _made_context(self._data, self._q, name)
+            completion, scored = made_answer(self._data, self._q, name)
+            self._done[name] = {"completion": completion, "trace": scored.parsed.trace_text,
+                                "answer": scored.parsed.answer, "correct": scored.correct,
+                                "reward": scored.reward.model_dump(mode="json")}
         return self._done[name]
 
-    __getitem__ = __getattr__
+    def __getattr__(self, name: str) -> dict[str, Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
 
 
 def _episode_context(data: "RunData", ep: Episode, q: Question) -> dict[str, Any]:
@@ -535,7 +528,7 @@ def build_reward_bars(data: RunData, params: dict, sel: Selection | None) -> dic
         raise ShotError("reward_bars needs params.episode")
     made = params.get("answer")
     # a made answer (reference or hack) to the selected question, else the episode's own answer
-    reward = made_answer(data, sel.question, made)[1].reward.model_dump() if made else sel.episode.reward.model_dump()
+    reward = sel.made(data)[made]["reward"] if made else sel.episode.reward.model_dump()
     keys = params.get("components") or [k for k in ("correctness", "path_reward", "edge_reward", "spam_penalty") if k in reward]
     names = {**REWARD_NAMES, **(params.get("names") or {})}
     comps = []

@@ -23,7 +23,6 @@ Where a run's questions and KG come from, first found wins:
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from functools import cached_property
@@ -34,8 +33,8 @@ from library.contracts import EVAL_KIND, PHASES, ROLLOUT_KIND, Episode, Question
 from library.errors import DataFileError
 from library.stats import mean_interval, wilson_interval
 from library.graph.kg import DEFAULT_KG_PATH, KnowledgeGraph, load_kg
-from library.jsonl import iter_jsonl
-from library.questions.splits import SPLIT_FILES
+from library.jsonl import iter_jsonl, read_json
+from library.questions.splits import SPLIT_FILES, STATS_FILE
 from library.runs.folder import EPISODES, META, METRICS, RunDir
 
 DEFAULT_DATA_DIR = Path("data")
@@ -171,14 +170,21 @@ class RunView:
             found.update({i: have[i] for i in ids})
         return found
 
+    @cached_property
+    def data_stats(self) -> dict[str, Any] | None:
+        """The ``stats.json`` that ``kgr data`` wrote beside the run's questions, or None where
+        the data folder has none (DataFileError naming the line where it is not JSON)."""
+        path = self.data_dir / STATS_FILE
+        return read_json(path) if path.is_file() else None
+
     @property
     def step_order(self) -> str:
         """The step order of the questions the run was trained on (its data folder's stats.json)."""
         try:
-            stats = json.loads((self.data_dir / "stats.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            stats = self.data_stats
+        except (OSError, DataFileError):
             return "chain"
-        return str(stats.get("step_order") or "chain")
+        return str((stats or {}).get("step_order") or "chain")
 
 
 def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: int | None = None) -> dict[str, Episode]:

@@ -5,23 +5,10 @@ The videos score them beside an honest answer to show what the reward does with 
 adversarial tests (tests/test_reward_adversarial.py) check that none outranks the honest one
 under any preset. Each maker takes ``(kg, question)`` and returns a completion:
 
->>> from library.graph.kg import KnowledgeGraph
->>> from library.contracts import Question
->>> kg = KnowledgeGraph.from_dict({
-...     "version": "1", "domain": "toy",
-...     "entities": [{"id": "S", "label": "TLS handshake error", "type": "symptom"},
-...                  {"id": "C", "label": "clock skew", "type": "cause"},
-...                  {"id": "F", "label": "sync clocks with NTP", "type": "fix"}],
-...     "relations": [{"id": "caused_by", "label": "is caused by"},
-...                   {"id": "fixed_by", "label": "is fixed by"}],
-...     "edges": [{"src": "S", "rel": "caused_by", "dst": "C"},
-...               {"src": "C", "rel": "fixed_by", "dst": "F"}]})
->>> q = Question(id="q1", split="train", hop_len=2, question="...", prompt="...",
-...              options={"A": "TLS handshake error", "B": "sync clocks with NTP", "C": "clock skew",
-...                       "D": "NTP drift"}, answer_star="B",
-...              path_star=kg.path_from_entities(["S", "C", "F"], ["caused_by", "fixed_by"]),
-...              ref={"trace": ""})
->>> print(HACKS["options_listed"](kg, q))
+>>> from types import SimpleNamespace
+>>> q = SimpleNamespace(options={"A": "TLS handshake error", "B": "sync clocks with NTP",
+...                              "C": "clock skew", "D": "NTP drift"}, answer_star="B")
+>>> print(options_listed(None, q))  # reads the question alone
 TRACE: A) TLS handshake error B) sync clocks with NTP C) clock skew D) NTP drift
 ANSWER: B
 """
