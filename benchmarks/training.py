@@ -90,11 +90,41 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
     return result
 
 
+def rsft_cases(cfg, questions, *, rounds: int, steps: int, precision: str) -> dict:
+    """RSFT's training shape (a LoRA adapter, padding-free batches of ``rsft.batch_size`` question
+    rows) with the packed rows attending as one sequence under a block-diagonal mask
+    (``rsft_packed``, as before library/train/packing.py) against row by row (``rsft_rows``, as
+    ``kgr train`` runs), alternated ``rounds`` times on fresh weights."""
+    if rounds <= 0:
+        return {}
+    import library.train.packing as packing
+    from library.model.load import load_model
+    from library.train.sft import question_rows
+
+    runs: dict[str, list[dict]] = {"rsft_packed": [], "rsft_rows": []}
+    default = packing.MIN_ROWS
+    for _ in range(rounds):
+        for name in runs:
+            packing.MIN_ROWS = 10**9 if name == "rsft_packed" else default
+            model, tok = load_model(cfg.model)
+            rows = question_rows(tok, [q for q in questions if q.hop_len == 3][: steps * cfg.rsft.batch_size])
+            runs[name].append(measure(name, model, tok, rows, steps=steps, batch_size=cfg.rsft.batch_size,
+                                      padding_free=True, full=False, lora=cfg.sft.lora,
+                                      learning_rate=cfg.rsft.learning_rate, precision=precision))
+    packing.MIN_ROWS = default
+    best = {name: min(r["seconds_per_step"] for r in rs) for name, rs in runs.items()}
+    return {"rsft_packed_s_per_step": best["rsft_packed"], "rsft_rows_s_per_step": best["rsft_rows"],
+            "rsft_speedup": round(best["rsft_packed"] / best["rsft_rows"], 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rsft-rounds", type=int, default=2,
+                    help="alternated rounds of the RSFT-shaped cases (0 skips them)")
+    ap.add_argument("--only-rsft", action="store_true", help="run the RSFT-shaped cases alone")
     ap.add_argument("--precision", default="auto", help="compute precision of the pipeline cases (auto | float32 | "
                                                         "bfloat16); the first version's case is always float32")
     args = ap.parse_args()
@@ -117,6 +147,10 @@ def main() -> None:
 
     questions = list(selection.sft)
     rng.shuffle(questions)
+    rsft = rsft_cases(cfg, questions, rounds=args.rsft_rounds, steps=args.steps, precision=precision)
+    if args.only_rsft:
+        print(json.dumps({**rsft, "precision": precision, "threads": args.threads, "model": args.model}))
+        return
     baseline_rows = question_rows(tok, questions[: args.steps * 8])
     base = measure("baseline", model, tok, baseline_rows, steps=args.steps, batch_size=8, padding_free=False,
                    full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4, trl_loss=True)
@@ -154,7 +188,7 @@ def main() -> None:
                       "float32_real_tok_s": measured.get("pipeline_float32", pipe)["real_tok_s"],
                       "lora_ratio": round(lora_ours["real_tok_s"] / base["real_tok_s"], 2),
                       "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
-                      "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method,
+                      "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method, **rsft,
                       "threads": args.threads, "model": args.model}))
 
 

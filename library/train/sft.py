@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 
 from library.config import LoraSettings, SFTSettings
 from library.questions.wording import reference_completion
+from library.train.packing import rows_apart
 from library.train.checkpoints import (save_full_model, cpu_training_args, last_checkpoint, lora_config, save_adapter,
                                        trainable_report)
 
@@ -74,7 +75,7 @@ def loss_curve(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
 def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=None):
     """Next-token cross-entropy computed only at the positions that have a label.
 
-    Returns ``(loss, scored_logits, targets)``. ``inputs`` is a collated batch with ``labels``
+    Returns ``(loss, scored_log_probs, targets)``. ``inputs`` is a collated batch with ``labels``
     (-100 on prompt and padding tokens). Position ``i`` predicts ``labels[i + 1]``, so the
     positions kept are those whose *next* label is set, and only they go through the LM head
     (``logits_to_keep`` as a boolean mask). The loss is the mean over scored tokens, or the sum
@@ -90,8 +91,8 @@ def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=
     >>> from library.model.load import build_tiny_model, load_tokenizer
     >>> tok = load_tokenizer("tiny"); model = build_tiny_model(tok)
     >>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8]]), "labels": torch.tensor([[-100, -100, 7, 8]])}
-    >>> loss, logits, targets = completion_positions_loss(model, batch)
-    >>> tuple(logits.shape), targets.tolist()   # positions 1 and 2 predict tokens 7 and 8
+    >>> loss, log_p, targets = completion_positions_loss(model, batch)
+    >>> tuple(log_p.shape), targets.tolist()   # positions 1 and 2 predict tokens 7 and 8
     ((2, 49152), [7, 8])
     """
     import torch
@@ -101,11 +102,15 @@ def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=
     next_labels = F.pad(labels, (0, 1), value=-100)[:, 1:]
     scored = next_labels != -100
     forward = {k: v for k, v in inputs.items() if k != "labels"}
-    logits = model(**forward, use_cache=False, logits_to_keep=scored).logits.float()
+    with rows_apart(model, forward) as forward:  # a packed batch of many rows attends row by row
+        logits = model(**forward, use_cache=False, logits_to_keep=scored).logits.float()
     targets = next_labels[scored]
     n_scored = scored.sum() if num_items_in_batch is None else num_items_in_batch
-    loss = F.cross_entropy(logits, targets, reduction="sum") / torch.as_tensor(n_scored).clamp(min=1)
-    return loss, logits, targets
+    # cross_entropy is log_softmax then nll_loss (bit for bit); the log-probs are kept for the
+    # logged metrics, which would otherwise take a second log_softmax over the 49,152-wide rows
+    log_p = logits.log_softmax(-1)
+    loss = F.nll_loss(log_p, targets, reduction="sum") / torch.as_tensor(n_scored).clamp(min=1)
+    return loss, log_p, targets
 
 
 @lru_cache(maxsize=1)
@@ -117,19 +122,19 @@ def _completion_positions_sft_trainer():
 
     class CompletionPositionsSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss, logits, targets = completion_positions_loss(model, inputs, num_items_in_batch)
+            loss, log_p, targets = completion_positions_loss(model, inputs, num_items_in_batch)
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * self.accelerator.num_processes  # DDP averages the ranks' gradients
             mode = "train" if model.training else "eval"
             with torch.no_grad():  # the metrics TRL logs, on the scored positions only
-                log_p = logits.log_softmax(-1)
-                n = self.accelerator.gather_for_metrics(torch.tensor(len(targets), device=logits.device)).sum()
-                correct = self.accelerator.gather_for_metrics((logits.argmax(-1) == targets).sum()).sum()
+                log_p = log_p.detach()
+                n = self.accelerator.gather_for_metrics(torch.tensor(len(targets), device=log_p.device)).sum()
+                correct = self.accelerator.gather_for_metrics((log_p.argmax(-1) == targets).sum()).sum()
                 entropy = self.accelerator.gather_for_metrics(-(log_p.exp() * log_p).sum()).sum()
             self._metrics[mode]["mean_token_accuracy"].append((correct / n).item() if n > 0 else 0.0)
             self._metrics[mode]["entropy"].append((entropy / n).item() if n > 0 else 0.0)
             if return_outputs:
-                return loss, {"logits": logits}
+                return loss, {"logits": log_p}  # log-probs: the same distribution as the logits
             return loss
 
     return CompletionPositionsSFTTrainer
