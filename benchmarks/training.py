@@ -103,15 +103,17 @@ def rsft_cases(cfg, questions, *, rounds: int, steps: int, precision: str) -> di
 
     runs: dict[str, list[dict]] = {"rsft_packed": [], "rsft_rows": []}
     default = packing.MIN_ROWS
-    for _ in range(rounds):
-        for name in runs:
-            packing.MIN_ROWS = 10**9 if name == "rsft_packed" else default
-            model, tok = load_model(cfg.model)
-            rows = question_rows(tok, [q for q in questions if q.hop_len == 3][: steps * cfg.rsft.batch_size])
-            runs[name].append(measure(name, model, tok, rows, steps=steps, batch_size=cfg.rsft.batch_size,
-                                      padding_free=True, full=False, lora=cfg.sft.lora,
-                                      learning_rate=cfg.rsft.learning_rate, precision=precision))
-    packing.MIN_ROWS = default
+    try:
+        for _ in range(rounds):
+            for name in runs:
+                packing.MIN_ROWS = 10**9 if name == "rsft_packed" else default
+                model, tok = load_model(cfg.model)
+                rows = question_rows(tok, [q for q in questions if q.hop_len == 3][: steps * cfg.rsft.batch_size])
+                runs[name].append(measure(name, model, tok, rows, steps=steps, batch_size=cfg.rsft.batch_size,
+                                          padding_free=True, full=False, lora=cfg.sft.lora,
+                                          learning_rate=cfg.rsft.learning_rate, precision=precision))
+    finally:
+        packing.MIN_ROWS = default
     best = {name: min(r["seconds_per_step"] for r in rs) for name, rs in runs.items()}
     return {"rsft_packed_s_per_step": best["rsft_packed"], "rsft_rows_s_per_step": best["rsft_rows"],
             "rsft_speedup": round(best["rsft_packed"] / best["rsft_rows"], 2)}

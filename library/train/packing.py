@@ -1,26 +1,29 @@
 """Attention row by row inside a padding-free batch.
 
-A padding-free batch is one flat sequence of several training rows, told apart by position ids
-that restart at 0 (TRL's padding-free collator). transformers keeps the rows apart with a
-block-diagonal mask, and on CPU SDPA then computes every query against every key of the whole
-flat sequence: for 8 rows of ~180 tokens, 8 times the attention work of the rows alone. Here the
-same attention runs on each row's own slice with a causal mask, through transformers' own SDPA
-function, so nothing but the wasted blocks changes (the result agrees to float rounding, not bit
-for bit: the kernel's blocks fall elsewhere).
+A padding-free batch is one flat sequence of several training rows; TRL's collator marks where
+each row starts (``cu_seq_lens_q``, the boundaries varlen kernels read). On CPU transformers keeps
+the rows apart with a block-diagonal mask instead, and SDPA then computes every query against
+every key of the whole flat sequence: for 8 rows of ~180 tokens, 8 times the attention work of the
+rows alone. Inside :func:`rows_apart` the same attention runs on each row's own slice with a
+causal mask, through transformers' own SDPA function, so nothing but the wasted blocks changes
+(the result agrees to float rounding, not bit for bit: the kernel's blocks fall elsewhere).
 
 Why by hand: transformers' variable-length attention (``flash_attention_2``) and flex attention
-need a GPU or a compiler; on CPU nothing in the stack splits a packed sequence (measured on RSFT's
-8-row LoRA batches, full model: forward and backward 16.4 s -> 11.0 s a step; docs/MEASUREMENTS.md).
+need a GPU or a compiler; on CPU nothing in the stack splits a packed sequence (RSFT's 8-row LoRA
+batches: 12.2-14.0 s -> 7.8-8.7 s a step, docs/MEASUREMENTS.md).
 
-Only batches of more than :data:`MIN_ROWS` - 1 rows use it: at SFT's 2 rows the saving was within
-the noise (2.7-2.9 s against 2.3-2.8 s a step), and keeping its arithmetic keeps the committed runs'
-SFT answer for answer.
+Only batches of :data:`MIN_ROWS` rows or more use it: at SFT's 2 rows the saving was within the
+noise, and keeping its arithmetic keeps the committed runs' SFT answer for answer.
 
 >>> import torch
->>> row_bounds(torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]]))
-[0, 3, 5, 9]
->>> row_bounds(torch.tensor([[0, 1, 2, 3]])) is None   # one row: nothing to split
-True
+>>> from library.model.load import load_model
+>>> model, _ = load_model("tiny")
+>>> batch = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 10]]), "cu_seq_lens_q": torch.tensor([0, 2, 4, 6])}
+>>> with rows_apart(model, batch):   # three rows: each attends to itself only
+...     model.config._attn_implementation
+'kgr_rows'
+>>> model.config._attn_implementation
+'sdpa'
 """
 
 from __future__ import annotations
@@ -29,34 +32,25 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 NAME = "kgr_rows"
-"""The attention implementation's name in transformers' registry (used only inside :func:`rows_apart`)."""
+"""The attention implementation's name in transformers' registry (set only inside :func:`rows_apart`;
+it has no mask function, so transformers builds no mask under it)."""
 
 MIN_ROWS = 3
 """Packed batches with at least this many rows attend row by row."""
 
 
-def row_bounds(position_ids) -> list[int] | None:
-    """Where each row of a packed sequence starts, plus its end; None unless the batch is one
-    flat sequence of several rows (position ids restarting at 0)."""
-    if position_ids is None or position_ids.dim() != 2 or position_ids.shape[0] != 1:
-        return None
-    starts = (position_ids[0] == 0).nonzero().flatten().tolist()
-    if len(starts) < 2 or starts[0] != 0:
-        return None
-    return starts + [int(position_ids.shape[1])]
-
-
-def _rows_attention(module, query, key, value, attention_mask, *, kgr_row_bounds=None, **kwargs):
+def _rows_attention(module, query, key, value, attention_mask, *, cu_seq_lens_q=None, **kwargs):
     """transformers' SDPA attention on each row's slice (causal), the outputs joined again."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if kgr_row_bounds is None:  # not a packed training batch: exactly what "sdpa" does
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if cu_seq_lens_q is None:  # under this name transformers built no mask: never attend unmasked
+        raise RuntimeError(f"attention {NAME!r} needs the batch's row boundaries (cu_seq_lens_q)")
+    bounds = cu_seq_lens_q.tolist()
     keep = {k: kwargs[k] for k in ("dropout", "scaling") if k in kwargs}
     outs = [sdpa_attention_forward(module, query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None,
                                    is_causal=True, **keep)[0]
-            for a, b in zip(kgr_row_bounds[:-1], kgr_row_bounds[1:])]
+            for a, b in zip(bounds[:-1], bounds[1:])]
     return torch.cat(outs, dim=1), None
 
 
@@ -68,22 +62,26 @@ def _register() -> None:
 
 
 @contextmanager
-def rows_apart(model, forward: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Inside the block, a forward pass of ``model`` on ``forward`` (a collated batch) attends row
-    by row when the batch packs :data:`MIN_ROWS` or more rows; yields the keyword arguments to
-    call the model with. Elsewhere, and for every other batch, the model's attention is unchanged.
-
-    A model whose attention is not transformers' "sdpa" (eager, a GPU kernel) is left as it is.
-    """
-    bounds = row_bounds(forward.get("position_ids"))
-    config = getattr(getattr(model, "module", model), "config", None)
-    if (bounds is None or len(bounds) - 1 < MIN_ROWS or config is None
-            or getattr(config, "_attn_implementation", None) != "sdpa"):
-        yield forward
+def rows_apart(model, batch: dict[str, Any]) -> Iterator[None]:
+    """Inside the block, a forward pass of ``model`` on ``batch`` (TRL's padding-free collation:
+    one flat sequence, ``cu_seq_lens_q`` its row boundaries) attends row by row when it holds
+    :data:`MIN_ROWS` rows or more. Every other batch, and every model whose attention is not
+    transformers' "sdpa", keeps its attention as it is; so does a model that recomputes
+    activations in its backward pass (activation checkpointing would redo them after the block,
+    unmasked) or has a sliding window (which only a mask applies)."""
+    bounds = batch.get("cu_seq_lens_q")
+    ids = batch.get("input_ids")
+    inner = getattr(model, "module", model)  # DDP wraps the model; peft's config is the base model's
+    config = getattr(inner, "config", None)
+    if (bounds is None or len(bounds) - 1 < MIN_ROWS or ids is None or ids.shape[0] != 1 or config is None
+            or getattr(config, "_attn_implementation", None) != "sdpa"
+            or getattr(config, "sliding_window", None) is not None
+            or any(getattr(m, "gradient_checkpointing", False) for m in inner.modules())):
+        yield
         return
     _register()
-    config._attn_implementation = NAME  # not in the mask registry: transformers builds no L x L mask
+    config._attn_implementation = NAME
     try:
-        yield {**forward, "kgr_row_bounds": bounds}
+        yield
     finally:
         config._attn_implementation = "sdpa"

@@ -102,7 +102,7 @@ def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=
     next_labels = F.pad(labels, (0, 1), value=-100)[:, 1:]
     scored = next_labels != -100
     forward = {k: v for k, v in inputs.items() if k != "labels"}
-    with rows_apart(model, forward) as forward:  # a packed batch of many rows attends row by row
+    with rows_apart(model, forward):  # SDPA over a whole packed sequence would compute every row against every other
         logits = model(**forward, use_cache=False, logits_to_keep=scored).logits.float()
     targets = next_labels[scored]
     n_scored = scored.sum() if num_items_in_batch is None else num_items_in_batch
@@ -127,7 +127,6 @@ def _completion_positions_sft_trainer():
                 loss = loss * self.accelerator.num_processes  # DDP averages the ranks' gradients
             mode = "train" if model.training else "eval"
             with torch.no_grad():  # the metrics TRL logs, on the scored positions only
-                log_p = log_p.detach()
                 n = self.accelerator.gather_for_metrics(torch.tensor(len(targets), device=log_p.device)).sum()
                 correct = self.accelerator.gather_for_metrics((log_p.argmax(-1) == targets).sum()).sum()
                 entropy = self.accelerator.gather_for_metrics(-(log_p.exp() * log_p).sum()).sum()
