@@ -82,7 +82,7 @@ $(MLX_STAMP): pyproject.toml | $(STAMP)
 test: venv $(MLX_STAMP)
 	$(BIN)/pytest -q
 
-# performance targets live here, never in unit tests (run by hand: ~20 minutes in all).
+# performance targets live here, never in unit tests (run by hand: ~25 minutes in all).
 # research sweeps (library/experiments/sweeps, ~20 minutes a case) are run on their own.
 bench: venv
 	$(PYTHON) benchmarks/reward_throughput.py

@@ -22,6 +22,10 @@ same process, on the same machine state:
 - ``pipeline``: the same, with the pipeline's loss (``library.train.sft.completion_positions_loss``:
   only the scored positions go through the LM head), as ``kgr train`` runs: in the compute
   precision that ``precision: auto`` resolves to here (bf16 autocast on an AMX CPU).
+- ``rsft_packed`` / ``rsft_rows`` (first; ``--only-rsft`` runs them alone): RSFT's shape, a LoRA
+  adapter on padding-free batches of 8 question rows, with the rows attending as one sequence
+  under a block-diagonal mask against row by row (``library/train/packing.py``, as ``kgr train``
+  runs), ``--rsft-steps`` steps each, alternated ``--rsft-rounds`` times on fresh weights.
 
 The LoRA and pipeline cases run in ``--precision`` (default auto, as ``kgr train``); the
 first version's case always in float32.
@@ -30,7 +34,8 @@ Real tokens are the tokens of the rows trained on (prompt and completion; paddin
 counted from the rows themselves, over the time of all steps. The last line
 is one JSON object: ``real_tok_s`` (pipeline), ``baseline_real_tok_s``, ``ratio``, the
 padded share of the baseline's computed tokens, ``default_malloc_real_tok_s`` and
-``trl_loss_real_tok_s``, ``precision`` and ``float32_real_tok_s``.
+``trl_loss_real_tok_s``, ``precision`` and ``float32_real_tok_s``, and the RSFT cases' best
+seconds a step (``rsft_packed_s_per_step``, ``rsft_rows_s_per_step``) and their ratio (``rsft_speedup``).
 """
 
 from __future__ import annotations
@@ -124,6 +129,7 @@ def main() -> None:
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rsft-steps", type=int, default=6, help="optimizer steps of each RSFT-shaped case")
     ap.add_argument("--rsft-rounds", type=int, default=2,
                     help="alternated rounds of the RSFT-shaped cases (0 skips them)")
     ap.add_argument("--only-rsft", action="store_true", help="run the RSFT-shaped cases alone")
@@ -149,7 +155,7 @@ def main() -> None:
 
     questions = list(selection.sft)
     rng.shuffle(questions)
-    rsft = rsft_cases(cfg, questions, rounds=args.rsft_rounds, steps=args.steps, precision=precision)
+    rsft = rsft_cases(cfg, questions, rounds=args.rsft_rounds, steps=args.rsft_steps, precision=precision)
     if args.only_rsft:
         print(json.dumps({**rsft, "precision": precision, "threads": args.threads, "model": args.model}))
         return
