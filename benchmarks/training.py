@@ -54,8 +54,7 @@ sys.path.insert(0, str(REPO))
 
 
 def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: int, padding_free: bool,
-            full: bool, lora, learning_rate: float, trl_loss: bool = False, precision: str = "float32",
-            prompt_gradient: bool = True) -> dict:
+            full: bool, lora, learning_rate: float, trl_loss: bool = False, precision: str = "float32") -> dict:
     import types
 
     from library.model.precision import using_precision
@@ -77,8 +76,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
     with tempfile.TemporaryDirectory() as tmp, using_precision(precision):
         trainer = build_sft_trainer(model, tok, rows[: steps * batch_size], ckpt_dir=Path(tmp), learning_rate=learning_rate,
                                     max_steps=steps, batch_size=batch_size, max_length=512, seed=0, lora=lora, full=full,
-                                    padding_free=padding_free, save_steps=10_000, callbacks=[Clock()],
-                                    prompt_gradient=prompt_gradient)
+                                    padding_free=padding_free, save_steps=10_000, callbacks=[Clock()])
         if trl_loss:  # TRL's own loss: on CPU its fused head projects every position, prompt included
             trainer.compute_loss = types.MethodType(SFTTrainer.compute_loss, trainer)
         # Every row is trained on exactly once (steps x batch_size rows), so the real tokens are
@@ -88,7 +86,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
         trainer.train()
     seconds = sum(times)
     result = {"case": name, "steps": steps, "batch_size": batch_size, "padding_free": padding_free, "full": full,
-              "precision": precision, "prompt_gradient": prompt_gradient, "seconds_per_step": round(seconds / max(1, len(times)), 3),
+              "precision": precision, "seconds_per_step": round(seconds / max(1, len(times)), 3),
               "real_tok_s": round(real / seconds, 1),
               "pad_share": round(1 - real / computed, 3)}
     print(json.dumps(result), flush=True)
@@ -126,28 +124,6 @@ def rsft_cases(cfg, questions, *, rounds: int, steps: int, precision: str) -> di
             "rsft_speedup": round(best["rsft_packed"] / best["rsft_rows"], 2)}
 
 
-def prompt_context_cases(cfg, model_spec, rows, *, rounds: int, steps: int, precision: str) -> dict:
-    """The quick profile's SFT step with a backward pass through the prompts (``sft_prompt_gradient``)
-    against the prompts as constant context (``sft_prompt_context``, library/train/prompt_context.py),
-    alternated ``rounds`` times on fresh weights, the same rows in the same order."""
-    if rounds <= 0:
-        return {}
-    from library.model.load import load_model
-
-    runs: dict[str, list[dict]] = {"sft_prompt_gradient": [], "sft_prompt_context": []}
-    for _ in range(rounds):
-        for name in runs:
-            model, tok = load_model(model_spec)
-            runs[name].append(measure(name, model, tok, rows, steps=steps, batch_size=cfg.sft.batch_size,
-                                      padding_free=True, full=cfg.sft.method == "full", lora=cfg.sft.lora,
-                                      learning_rate=cfg.sft.learning_rate, precision=precision,
-                                      prompt_gradient=name == "sft_prompt_gradient"))
-    best = {name: min(r["seconds_per_step"] for r in rs) for name, rs in runs.items()}
-    return {"sft_prompt_gradient_s_per_step": best["sft_prompt_gradient"],
-            "sft_prompt_context_s_per_step": best["sft_prompt_context"],
-            "prompt_context_speedup": round(best["sft_prompt_gradient"] / best["sft_prompt_context"], 2)}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="embedded")
@@ -157,9 +133,6 @@ def main() -> None:
     ap.add_argument("--rsft-rounds", type=int, default=2,
                     help="alternated rounds of the RSFT-shaped cases (0 skips them)")
     ap.add_argument("--only-rsft", action="store_true", help="run the RSFT-shaped cases alone")
-    ap.add_argument("--prompt-rounds", type=int, default=2,
-                    help="alternated rounds of the prompt-gradient / prompt-context SFT cases (0 skips them)")
-    ap.add_argument("--only-prompt-context", action="store_true", help="run the prompt-context SFT cases alone")
     ap.add_argument("--precision", default="auto", help="compute precision of the pipeline cases (auto | float32 | "
                                                         "bfloat16); the first version's case is always float32")
     args = ap.parse_args()
@@ -182,14 +155,6 @@ def main() -> None:
 
     questions = list(selection.sft)
     rng.shuffle(questions)
-    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
-    rng.shuffle(examples)
-    pipeline_rows = sft_rows(tok, examples)
-    if args.only_prompt_context:
-        ctx = prompt_context_cases(cfg, cfg.model, pipeline_rows, rounds=args.prompt_rounds, steps=args.steps,
-                                   precision=precision)
-        print(json.dumps({**ctx, "precision": precision, "threads": args.threads, "model": args.model}))
-        return
     rsft = rsft_cases(cfg, questions, rounds=args.rsft_rounds, steps=args.rsft_steps, precision=precision)
     if args.only_rsft:
         print(json.dumps({**rsft, "precision": precision, "threads": args.threads, "model": args.model}))
@@ -205,6 +170,9 @@ def main() -> None:
                         padding_free=False, full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4,
                         precision=precision)
 
+    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
+    rng.shuffle(examples)
+    pipeline_rows = sft_rows(tok, examples)
     measured = {}
     names = ["pipeline_default_malloc", "pipeline_trl_loss", "pipeline"]
     if precision != "float32":
@@ -219,8 +187,6 @@ def main() -> None:
                                  trl_loss=name == "pipeline_trl_loss",
                                  precision="float32" if name == "pipeline_float32" else precision)
     pipe = measured["pipeline"]
-    ctx = prompt_context_cases(cfg, cfg.model, pipeline_rows, rounds=args.prompt_rounds, steps=args.steps,
-                               precision=precision)
     print(json.dumps({"real_tok_s": pipe["real_tok_s"], "baseline_real_tok_s": base["real_tok_s"],
                       "ratio": round(pipe["real_tok_s"] / base["real_tok_s"], 2),
                       "default_malloc_real_tok_s": measured["pipeline_default_malloc"]["real_tok_s"],
@@ -230,7 +196,7 @@ def main() -> None:
                       "float32_real_tok_s": measured.get("pipeline_float32", pipe)["real_tok_s"],
                       "lora_ratio": round(lora_ours["real_tok_s"] / base["real_tok_s"], 2),
                       "malloc_env_set": "MALLOC_MMAP_MAX_" in os.environ,
-                      "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method, **rsft, **ctx,
+                      "baseline_pad_share": base["pad_share"], "pipeline_method": cfg.sft.method, **rsft,
                       "threads": args.threads, "model": args.model}))
 
 

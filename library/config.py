@@ -92,9 +92,6 @@ class SFTSettings(_Strict):
     # teaches best depends on the rows and the step order (docs/FINDINGS.md findings 22-28, 41).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
-    # False: each row's prompt runs without autograd and the completion attends to it as constant
-    # context (library/train/prompt_context.py): no backward through prompt tokens, another gradient
-    prompt_gradient: bool = True
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)
     max_length: int = Field(384, ge=32)

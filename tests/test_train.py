@@ -719,13 +719,6 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     rows = sft_examples(selection.sft, config.sft, kg=data.kg, seed=config.seed, train_paths=selection.train_paths)
     assert plan["sft"].train_tokens == sum(len(tok(format_example(tok, u, c).text, add_special_tokens=False)["input_ids"])
                                           for u, c in rows)
-    # with the prompts as constant context, a prompt but its last token is counted forward only
-    from library.model.chat import format_prompt
-    context = config.model_copy(update={"sft": config.sft.model_copy(update={"prompt_gradient": False})})
-    split = plan_work(context, selection, tok, data.kg)["sft"]
-    assert split.forward_tokens == sum(len(tok(format_prompt(tok, u), add_special_tokens=False)["input_ids"]) - 1
-                                       for u, _ in rows) > 0
-    assert split.train_tokens + split.forward_tokens == plan["sft"].train_tokens
     # the base model runs the whole window on each of its questions; trained phases decode less
     assert plan["base_eval"].decode_steps >= plan["sft_eval"].decode_steps > 0
     assert plan["grpo"].train_tokens > 0 and plan["rsft"].sample_decode_steps > 0 and plan["rsft"].decode_steps == 0

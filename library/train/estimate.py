@@ -176,12 +176,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     ev = config.eval
     plan: dict[str, Work] = {}
     sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed, train_paths=selection.train_paths)
-    row_tokens = [(n_tokens(format_prompt(tokenizer, u)), n_tokens(format_example(tokenizer, u, c).text)) for u, c in sft_rows]
-    if config.sft.prompt_gradient:
-        plan["sft"] = Work(train_tokens=sum(total for _, total in row_tokens))
-    else:  # a prompt but its last token runs forward only (library/train/prompt_context.py)
-        plan["sft"] = Work(train_tokens=sum(total - prompt + 1 for prompt, total in row_tokens),
-                           forward_tokens=sum(prompt - 1 for prompt, _ in row_tokens))
+    plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows))
 
     recall = Work()
     if selection.eval:

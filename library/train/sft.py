@@ -27,7 +27,6 @@ from typing import Any, Iterable, Sequence
 
 from library.config import LoraSettings, SFTSettings
 from library.questions.wording import reference_completion
-from library.train import prompt_context
 from library.train.packing import rows_apart
 from library.train.checkpoints import (save_full_model, cpu_training_args, last_checkpoint, lora_config, save_adapter,
                                        trainable_report)
@@ -73,8 +72,7 @@ def loss_curve(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 
 # ------------------------------------------------------------------------- training
-def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=None, *,
-                              prompt_gradient: bool = True):
+def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=None):
     """Next-token cross-entropy computed only at the positions that have a label.
 
     Returns ``(loss, scored_log_probs, targets)``. ``inputs`` is a collated batch with ``labels``
@@ -88,9 +86,6 @@ def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=
     projects every position, prompt included, through the 49,152-wide head (and again in its
     backward). Prompt tokens are over half of a question row here; measured on the quick
     profile's rows, full fine-tuning: 0.997 s a step against 1.06-1.26 s (docs/MEASUREMENTS.md).
-
-    ``prompt_gradient=False`` runs each padding-free row's prompt without autograd and the rest
-    with it (library/train/prompt_context.py): the same loss, no backward through prompt tokens.
 
     >>> import torch
     >>> from library.model.load import build_tiny_model, load_tokenizer
@@ -107,13 +102,8 @@ def completion_positions_loss(model, inputs: dict[str, Any], num_items_in_batch=
     next_labels = F.pad(labels, (0, 1), value=-100)[:, 1:]
     scored = next_labels != -100
     forward = {k: v for k, v in inputs.items() if k != "labels"}
-    split = None if prompt_gradient or not prompt_context.usable(model, forward) else \
-        prompt_context.context_split(forward, scored)
-    if split is not None:
-        logits = prompt_context.prompt_as_context(model, forward, scored, split).float()
-    else:
-        with rows_apart(model, forward):  # SDPA over a whole packed sequence would compute every row against every other
-            logits = model(**forward, use_cache=False, logits_to_keep=scored).logits.float()
+    with rows_apart(model, forward):  # SDPA over a whole packed sequence would compute every row against every other
+        logits = model(**forward, use_cache=False, logits_to_keep=scored).logits.float()
     targets = next_labels[scored]
     n_scored = scored.sum() if num_items_in_batch is None else num_items_in_batch
     # cross_entropy is log_softmax then nll_loss (bit for bit); the log-probs are kept for the
@@ -131,11 +121,8 @@ def _completion_positions_sft_trainer():
     from trl import SFTTrainer
 
     class CompletionPositionsSFTTrainer(SFTTrainer):
-        prompt_gradient = True  # False: prompts are constant context (library/train/prompt_context.py)
-
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            loss, log_p, targets = completion_positions_loss(model, inputs, num_items_in_batch,
-                                                             prompt_gradient=self.prompt_gradient)
+            loss, log_p, targets = completion_positions_loss(model, inputs, num_items_in_batch)
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
                 loss = loss * self.accelerator.num_processes  # DDP averages the ranks' gradients
             mode = "train" if model.training else "eval"
@@ -173,7 +160,6 @@ def build_sft_trainer(
     logging_steps: int = 1,
     save_steps: int = 20,
     callbacks: list | None = None,
-    prompt_gradient: bool = True,
 ):
     """An SFTTrainer over prompt-completion ``rows`` with completion-only loss and LoRA.
 
@@ -232,7 +218,6 @@ def build_sft_trainer(
         peft_config=None if (is_peft or full) else lora_config(lora),
         callbacks=callbacks or [],
     )
-    trainer.prompt_gradient = prompt_gradient
     if padding_free:
         longest = max(len(ex["input_ids"]) for ex in trainer.train_dataset)
         if longest > max_length:
@@ -320,5 +305,4 @@ def run_sft(model, tokenizer, questions: Sequence[Any], settings: SFTSettings, *
         lr_scheduler=settings.lr_scheduler, weight_decay=settings.weight_decay,
         logging_steps=settings.logging_steps, save_steps=settings.save_steps,
         seed=seed, lora=settings.lora, resume=resume, callbacks=callbacks,
-        prompt_gradient=settings.prompt_gradient,
     )
