@@ -722,6 +722,9 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     # the base model runs the whole window on each of its questions; trained phases decode less
     assert plan["base_eval"].decode_steps >= plan["sft_eval"].decode_steps > 0
     assert plan["grpo"].train_tokens > 0 and plan["rsft"].sample_decode_steps > 0 and plan["rsft"].decode_steps == 0
+    # RL's phases train adapters on frozen weights, timed at the adapter's rate; full SFT is not
+    assert plan["rsft"].adapter and plan["grpo"].adapter and plan["sft"].adapter == (config.sft.method == "lora")
+    assert 0 < est["rates"]["adapter_s_per_token"] < est["rates"]["train_s_per_token"]
     assert plan["grpo"].sample_decode_steps > 0 and plan["rsft_eval"].sample_decode_steps == 0
     assert isinstance(data.kg, KnowledgeGraph)
     # the selection experiment: every arm but the phase itself trains RSFT's steps, with no sampling

@@ -23,6 +23,14 @@ compared with their estimate.
 >>> round(remaining(estimate(plan, rates), {"sft": 10.0}))   # SFT took 2x its estimate: so will the rest
 21
 
+RSFT and GRPO (and LoRA SFT) train an adapter on frozen weights: their backward pass computes the
+activations' gradients but no weight gradients, so a token costs the forward pass and half the
+backward pass that the calibration times for full fine-tuning (``adapter_s_per_token``).
+
+>>> adapter = Rates(**{**rates.__dict__, "adapter_s_per_token": 0.003})
+>>> round(estimate({"rsft": Work(train_tokens=1000, adapter=True)}, adapter)["rsft"])
+3
+
 RL's draws are sampled at the sampling precision, which can be slower than the answers' (fp32
 against bf16): they are counted as sampled work and timed at the sampling rates where those differ.
 
@@ -44,7 +52,8 @@ class Rates:
     """This machine's measured costs: seconds per trained token (forward + backward, in the
     training precision), per teacher-forced token (an fp32 forward pass: fact recall), per
     prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows; the
-    last two again for sampled generation where it runs in another precision (None: the same)."""
+    last two again for sampled generation where it runs in another precision (None: the same);
+    per token trained through an adapter on frozen weights (None: as a trained token)."""
 
     train_s_per_token: float
     forward_s_per_token: float
@@ -53,6 +62,7 @@ class Rates:
     decode_rows: int
     sample_prefill_s_per_token: float | None = None
     sample_decode_s_per_step: float | None = None
+    adapter_s_per_token: float | None = None
 
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in asdict(self).items() if v is not None}
@@ -69,7 +79,8 @@ class Work:
     """One phase's tokens: trained (forward + backward), teacher-forced in the training precision
     (forward only: fact recall), prefilled by the generator, and decoded (``decode_steps`` steps
     of ``decode_rows`` rows each, summed over batches), greedily (answers) and by sampling (RL's
-    draws, ``sample_*``: at the sampling precision)."""
+    draws, ``sample_*``: at the sampling precision). ``adapter``: the trained tokens go through
+    an adapter on frozen weights (RSFT, GRPO, LoRA SFT)."""
 
     train_tokens: int = 0
     forward_tokens: int = 0
@@ -79,6 +90,7 @@ class Work:
     sample_prefill_tokens: int = 0
     sample_decode_steps: int = 0
     sample_decode_rows: int = 0
+    adapter: bool = False
 
     def sampled(self) -> "Work":
         """The same generation, drawn by sampling."""
@@ -86,7 +98,7 @@ class Work:
             raise ValueError("Work.sampled() of work that already has sampled decoding")
         return Work(train_tokens=self.train_tokens, forward_tokens=self.forward_tokens,
                     sample_prefill_tokens=self.prefill_tokens, sample_decode_steps=self.decode_steps,
-                    sample_decode_rows=self.decode_rows)
+                    sample_decode_rows=self.decode_rows, adapter=self.adapter)
 
 
 def step_seconds(rates: Rates, rows: int, sampled: bool = False) -> float:
@@ -103,7 +115,8 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
     """Seconds per entry of ``plan`` (phase names and ``<phase>_eval``) on a machine with ``rates``."""
     out = {}
     for name, work in plan.items():
-        out[name] = (work.train_tokens * rates.train_s_per_token + work.forward_tokens * rates.forward_s_per_token
+        train = rates.adapter_s_per_token if work.adapter and rates.adapter_s_per_token else rates.train_s_per_token
+        out[name] = (work.train_tokens * train + work.forward_tokens * rates.forward_s_per_token
                      + work.prefill_tokens * rates.prefill_s_per_token
                      + work.decode_steps * step_seconds(rates, work.decode_rows)
                      + work.sample_prefill_tokens * rates.sampling_prefill_s_per_token()
@@ -176,7 +189,8 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     ev = config.eval
     plan: dict[str, Work] = {}
     sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed, train_paths=selection.train_paths)
-    plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows))
+    plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows),
+                       adapter=config.sft.method == "lora")
 
     recall = Work()
     if selection.eval:
@@ -196,7 +210,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             gen = _generation([prompt_len(q) for q in qs], [min(reference(q), r.max_new_tokens) for q in qs],
                               r.gen_batch_size, repeats=r.k_samples)
             row = sum(prompt_len(q) + reference(q) for q in qs) / max(len(qs), 1)
-            plan["rsft"] = Work(train_tokens=round(r.max_steps * r.batch_size * row),
+            plan["rsft"] = Work(train_tokens=round(r.max_steps * r.batch_size * row), adapter=True,
                                 prefill_tokens=gen.prefill_tokens, decode_steps=gen.decode_steps,
                                 decode_rows=gen.decode_rows).sampled()
         elif phase == "grpo":
@@ -206,7 +220,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             window = max((min(reference(q), g.max_completion_length) for q in qs), default=0)
             rollouts = g.max_steps * g.prompts_per_step * g.num_generations
             # each rollout is trained on once, and scored by the policy and (beta > 0) the reference
-            plan["grpo"] = Work(train_tokens=round(rollouts * row * (1.33 if g.beta > 0 else 1.0)),
+            plan["grpo"] = Work(train_tokens=round(rollouts * row * (1.33 if g.beta > 0 else 1.0)), adapter=True,
                                 prefill_tokens=round(g.max_steps * g.prompts_per_step * row),
                                 decode_steps=g.max_steps * window,
                                 decode_rows=g.prompts_per_step * g.num_generations).sampled()
@@ -228,7 +242,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     if config.selection.enabled and "rsft" in plan:
         # each arm trains RSFT's steps on logged samples (no sampling) and answers RSFT's eval
         # questions; the reward rule at the run's own seed is the RSFT phase itself
-        arm = Work(train_tokens=plan["rsft"].train_tokens, prefill_tokens=plan["rsft_eval"].prefill_tokens,
+        arm = Work(train_tokens=plan["rsft"].train_tokens, adapter=True, prefill_tokens=plan["rsft_eval"].prefill_tokens,
                    decode_steps=plan["rsft_eval"].decode_steps, decode_rows=plan["rsft_eval"].decode_rows)
         from library.train.rsft import SELECTION_RULES
 
@@ -245,7 +259,7 @@ def _sum(a: Work, b: Work) -> Work:
     def mean_rows(s1: int, r1: int, s2: int, r2: int) -> int:
         return round((s1 * r1 + s2 * r2) / (s1 + s2)) if s1 + s2 else 0
 
-    return Work(train_tokens=a.train_tokens + b.train_tokens, forward_tokens=a.forward_tokens + b.forward_tokens,
+    return Work(train_tokens=a.train_tokens + b.train_tokens, adapter=a.adapter or b.adapter, forward_tokens=a.forward_tokens + b.forward_tokens,
                 prefill_tokens=a.prefill_tokens + b.prefill_tokens, decode_steps=a.decode_steps + b.decode_steps,
                 decode_rows=mean_rows(a.decode_steps, a.decode_rows, b.decode_steps, b.decode_rows),
                 sample_prefill_tokens=a.sample_prefill_tokens + b.sample_prefill_tokens,
@@ -294,10 +308,11 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     try:
         timed_pass(False)  # warm-up, not timed
         fp32_forward, fp32_backward = timed_pass(False)
-        train = fp32_forward + fp32_backward
+        forward, backward = fp32_forward, fp32_backward
         if compute_precision() == "bfloat16":  # training autocasts to bf16 (the Trainer's bf16=True)
             timed_pass(True)
-            train = sum(timed_pass(True))
+            forward, backward = timed_pass(True)
+        train = forward + backward
     finally:
         model.zero_grad(set_to_none=True)
         for p, flag in zip(model.parameters(), flags):
@@ -323,9 +338,11 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     sample_prefill = sample_step = None
     if (sampling_precision or precision_of_sampling()) != gen:
         sample_prefill, sample_step = generator_rates(sampling_precision or precision_of_sampling())
+    # an adapter's backward computes the activations' gradients, not the weights': about half
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
                  prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=len(batch),
-                 sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step)
+                 sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step,
+                 adapter_s_per_token=(forward + backward / 2) / n)
 
 
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
