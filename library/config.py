@@ -92,9 +92,6 @@ class SFTSettings(_Strict):
     # teaches best depends on the rows and the step order (docs/FINDINGS.md findings 22-28, 41).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
-    # > 0: training ends on the average of the weights after each of this last fraction of its
-    # steps (library/train/averaging.py), not on the last step's
-    average_last: float = Field(0.0, ge=0, lt=1)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)
     max_length: int = Field(384, ge=32)

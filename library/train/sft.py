@@ -27,7 +27,6 @@ from typing import Any, Iterable, Sequence
 
 from library.config import LoraSettings, SFTSettings
 from library.questions.wording import reference_completion
-from library.train.averaging import AverageLastSteps
 from library.train.packing import rows_apart
 from library.train.checkpoints import (save_full_model, cpu_training_args, last_checkpoint, lora_config, save_adapter,
                                        trainable_report)
@@ -161,7 +160,6 @@ def build_sft_trainer(
     logging_steps: int = 1,
     save_steps: int = 20,
     callbacks: list | None = None,
-    average_last: float = 0.0,
 ):
     """An SFTTrainer over prompt-completion ``rows`` with completion-only loss and LoRA.
 
@@ -173,9 +171,6 @@ def build_sft_trainer(
     computed, and transformers' attention masks keep the examples apart (it builds a
     block-diagonal causal mask from the position ids when the cache is off, as TRL's training
     step sets; ``tests/test_sft.py`` checks the losses equal the unpacked ones).
-
-    ``average_last`` > 0 ends training on the average of the weights over that last fraction of
-    the steps (library/train/averaging.py).
     """
     from datasets import Dataset
     from peft import PeftModel
@@ -221,7 +216,7 @@ def build_sft_trainer(
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=None if (is_peft or full) else lora_config(lora),
-        callbacks=[*(callbacks or []), *([AverageLastSteps(average_last)] if average_last > 0 else [])],
+        callbacks=callbacks or [],
     )
     if padding_free:
         longest = max(len(ex["input_ids"]) for ex in trainer.train_dataset)
@@ -310,5 +305,4 @@ def run_sft(model, tokenizer, questions: Sequence[Any], settings: SFTSettings, *
         lr_scheduler=settings.lr_scheduler, weight_decay=settings.weight_decay,
         logging_steps=settings.logging_steps, save_steps=settings.save_steps,
         seed=seed, lora=settings.lora, resume=resume, callbacks=callbacks,
-        average_last=settings.average_last,
     )
