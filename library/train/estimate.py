@@ -1,7 +1,7 @@
 """How long a run will take on this machine: its work counted in tokens, timed by a short calibration.
 
 A run's time is matrix arithmetic over tokens. SFT runs a forward and a backward pass over every
-token of its rows; RSFT and GRPO train on their own samples the same way; every evaluation and
+token of its rows; RSFT and GRPO train an adapter on their own samples; every evaluation and
 every RL sample is decoded token by token; fact recall is a teacher-forced forward pass.
 :func:`plan_work` counts those tokens from the run's own rows and settings before anything trains,
 :func:`calibrate` times this machine on a few of them (a forward and backward pass over two real
@@ -242,7 +242,8 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     if config.selection.enabled and "rsft" in plan:
         # each arm trains RSFT's steps on logged samples (no sampling) and answers RSFT's eval
         # questions; the reward rule at the run's own seed is the RSFT phase itself
-        arm = Work(train_tokens=plan["rsft"].train_tokens, adapter=True, prefill_tokens=plan["rsft_eval"].prefill_tokens,
+        arm = Work(train_tokens=plan["rsft"].train_tokens, adapter=True,
+                   prefill_tokens=plan["rsft_eval"].prefill_tokens,
                    decode_steps=plan["rsft_eval"].decode_steps, decode_rows=plan["rsft_eval"].decode_rows)
         from library.train.rsft import SELECTION_RULES
 
@@ -259,7 +260,8 @@ def _sum(a: Work, b: Work) -> Work:
     def mean_rows(s1: int, r1: int, s2: int, r2: int) -> int:
         return round((s1 * r1 + s2 * r2) / (s1 + s2)) if s1 + s2 else 0
 
-    return Work(train_tokens=a.train_tokens + b.train_tokens, adapter=a.adapter or b.adapter, forward_tokens=a.forward_tokens + b.forward_tokens,
+    return Work(train_tokens=a.train_tokens + b.train_tokens, adapter=a.adapter or b.adapter,
+                forward_tokens=a.forward_tokens + b.forward_tokens,
                 prefill_tokens=a.prefill_tokens + b.prefill_tokens, decode_steps=a.decode_steps + b.decode_steps,
                 decode_rows=mean_rows(a.decode_steps, a.decode_rows, b.decode_steps, b.decode_rows),
                 sample_prefill_tokens=a.sample_prefill_tokens + b.sample_prefill_tokens,
