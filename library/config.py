@@ -92,9 +92,6 @@ class SFTSettings(_Strict):
     # teaches best depends on the rows and the step order (docs/FINDINGS.md findings 22-28, 41).
     trace_style: Literal["copy", "clauses", "rest"] = "copy"
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
-    # Full fine-tuning only: the first N decoder layers keep their weights and the backward pass
-    # stops above them (the embedding still learns through the tied head). Experiment.
-    frozen_layers: int = Field(0, ge=0)
     batch_size: int = Field(8, ge=1)
     grad_accum: int = Field(1, ge=1)
     max_length: int = Field(384, ge=32)

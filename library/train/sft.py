@@ -160,7 +160,6 @@ def build_sft_trainer(
     logging_steps: int = 1,
     save_steps: int = 20,
     callbacks: list | None = None,
-    frozen_layers: int = 0,
 ):
     """An SFTTrainer over prompt-completion ``rows`` with completion-only loss and LoRA.
 
@@ -186,11 +185,6 @@ def build_sft_trainer(
         raise ValueError("a plain model needs LoRA settings, or full=True for full fine-tuning")
     if full:
         model.requires_grad_(True)
-        if frozen_layers:
-            for layer in model.get_decoder().layers[:frozen_layers]:
-                layer.requires_grad_(False)
-    elif frozen_layers:
-        raise ValueError("frozen_layers is for full fine-tuning")
     Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
     args = SFTConfig(
         **cpu_training_args(
@@ -247,16 +241,8 @@ def train_lora(model, tokenizer, rows: list[dict[str, str]], *, ckpt_dir: Path, 
     trainer = build_sft_trainer(model, tokenizer, rows, ckpt_dir=ckpt_dir, **kwargs)
     report = trainable_report(trainer.model)
 
-    hook = None
-    if kwargs.get("frozen_layers"):
-        # nothing below the first trained layer learns: stop the backward pass at its input
-        hook = trainer.model.get_input_embeddings().register_forward_hook(lambda _m, _i, out: out.detach())
     start = time.perf_counter()
-    try:
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    finally:
-        if hook is not None:
-            hook.remove()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     seconds = time.perf_counter() - start
 
     peft_model = trainer.model
@@ -319,5 +305,4 @@ def run_sft(model, tokenizer, questions: Sequence[Any], settings: SFTSettings, *
         lr_scheduler=settings.lr_scheduler, weight_decay=settings.weight_decay,
         logging_steps=settings.logging_steps, save_steps=settings.save_steps,
         seed=seed, lora=settings.lora, resume=resume, callbacks=callbacks,
-        frozen_layers=settings.frozen_layers,
     )
