@@ -67,6 +67,9 @@ class Rates:
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in asdict(self).items() if v is not None}
 
+    def trained_s_per_token(self, adapter: bool = False) -> float:
+        return self.adapter_s_per_token if adapter and self.adapter_s_per_token else self.train_s_per_token
+
     def sampling_prefill_s_per_token(self) -> float:
         return self.prefill_s_per_token if self.sample_prefill_s_per_token is None else self.sample_prefill_s_per_token
 
@@ -115,8 +118,8 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
     """Seconds per entry of ``plan`` (phase names and ``<phase>_eval``) on a machine with ``rates``."""
     out = {}
     for name, work in plan.items():
-        train = rates.adapter_s_per_token if work.adapter and rates.adapter_s_per_token else rates.train_s_per_token
-        out[name] = (work.train_tokens * train + work.forward_tokens * rates.forward_s_per_token
+        out[name] = (work.train_tokens * rates.trained_s_per_token(work.adapter)
+                     + work.forward_tokens * rates.forward_s_per_token
                      + work.prefill_tokens * rates.prefill_s_per_token
                      + work.decode_steps * step_seconds(rates, work.decode_rows)
                      + work.sample_prefill_tokens * rates.sampling_prefill_s_per_token()
