@@ -86,6 +86,18 @@ class SFTSettings(_Strict):
     # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
     # 1-hop row, and practises the longest chain the main pipeline may train on.
     question_hops: list[int] | None = None
+    # More question rows of other hop lengths, drawn beside the n_questions above (which stay the
+    # same rows), e.g. {1: 150, 2: 150}: with 3-hop rows only, "after two tags comes the last
+    # step" fits every training chain; shorter rows make that rule wrong (docs/FINDINGS.md 41-43).
+    extra_questions: dict[int, int] = Field(default_factory=dict)
+
+    @field_validator("extra_questions")
+    @classmethod
+    def _positive_counts(cls, counts: dict[int, int]) -> dict[int, int]:
+        bad = {h: n for h, n in counts.items() if h < 1 or n < 1}
+        if bad:
+            raise ValueError(f"hop lengths and counts must be at least 1: {bad}")
+        return counts
     # The TRACE wording SFT demonstrates (library/questions/wording.py: reference_trace): "copy"
     # copies the question's next step before each later fact (the data files' reference),
     # "clauses" does not, "rest" copies the whole rest of the chain after each tag. Which one

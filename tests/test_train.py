@@ -195,6 +195,30 @@ def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
         make_selection(nowhere, data)
 
 
+def test_extra_sft_questions_add_other_hop_lengths_and_keep_the_rows_drawn_before(tmp_path):
+    """sft.extra_questions: the main draw stays the same rows; the extra ones are of the asked
+    lengths, outside the GRPO pool and RSFT's prompts; asking for more than there are is an error."""
+    from library.train.data import load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    data = load_data(tiny_config(data_dir))
+    hop_lens = sorted({q.hop_len for q in data.train})
+    shortest, longest = hop_lens[0], hop_lens[-1]
+    plain = tiny_config(data_dir, sft={"question_hops": [longest], "n_questions": 2})
+    extra = tiny_config(data_dir, sft={"question_hops": [longest], "n_questions": 2,
+                                       "extra_questions": {shortest: 2}})
+    before, after = make_selection(plain, data), make_selection(extra, data)
+    added = [q for q in after.sft if q.id not in {p.id for p in before.sft}]
+    assert {q.id for q in before.sft} < {q.id for q in after.sft}
+    assert len(added) == 2 and {q.hop_len for q in added} == {shortest}
+    assert not {q.id for q in after.sft} & ({q.id for q in after.grpo_pool} | {q.id for q in after.rsft_prompts})
+    assert [q.id for q in after.eval] == [q.id for q in before.eval]
+    assert [q.id for q in after.train_sample] == [q.id for q in before.train_sample]
+    too_many = tiny_config(data_dir, sft={"extra_questions": {shortest: len(data.train) + 1}})
+    with pytest.raises(ValueError, match="extra_questions"):
+        make_selection(too_many, data)
+
+
 def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
     """rsft.prompt_hops: RSFT samples only those lengths, never SFT's questions or the GRPO pool."""
     from library.train.data import load_data, make_selection

@@ -96,6 +96,8 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
         raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
     sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
+    if config.sft.extra_questions:
+        sft = sorted(sft + extra_questions(not_rl, sft, config.sft.extra_questions, seed), key=lambda q: q.id)
     # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
     sft_ids = {q.id for q in sft}
     rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
@@ -113,6 +115,27 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
                      eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden,
                      train_paths=not_rl, grpo_candidates=grpo_candidates)
+
+
+def extra_questions(pool: Sequence[Any], chosen: Sequence[Any], counts: dict[int, int], seed: int) -> list:
+    """``counts[h]`` more questions of each hop length ``h`` from ``pool``, none of them in ``chosen``;
+    each length drawn with its own seed string, so the rows drawn before stay as they were.
+
+    >>> from types import SimpleNamespace as Q
+    >>> pool = [Q(id=f"q{i}", hop_len=1 + i % 3) for i in range(30)]
+    >>> extra = extra_questions(pool, pool[:3], {1: 2, 2: 4}, seed=0)
+    >>> sorted(q.hop_len for q in extra), any(q in pool[:3] for q in extra)
+    ([1, 1, 2, 2, 2, 2], False)
+    """
+    taken = {q.id for q in chosen}
+    extra: list[Any] = []
+    for hop, n in sorted(counts.items()):
+        found = [q for q in pool if q.hop_len == hop and q.id not in taken]
+        if n > len(found):
+            raise ValueError(f"sft.extra_questions wants {n} questions of {hop} hops; training has {len(found)} "
+                             "outside the SFT rows and the GRPO pool")
+        extra += select_balanced(found, n, f"{seed}:sft:extra:{hop}")
+    return extra
 
 
 def grpo_candidate_prompts(config: TrainConfig, data: DataBundle, sft_ids: set[str]) -> list:

@@ -126,6 +126,11 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=None, help="keep each case's final model under SAVE/<case>")
     ap.add_argument("--data-dir", type=Path, default=None, help="question splits to read (default: the profile's)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=0, help="dev generation length (0: the profile's)")
+    ap.add_argument("--seed", type=int, default=None, help="the run's seed (default: the profile's): SFT rows and order")
+    ap.add_argument("--measure-only", type=Path, default=None, metavar="SAVED",
+                    help="no training: measure a saved SFT result on --model (a run's adapters/sft), the baseline a case pairs with")
+    ap.add_argument("--episodes", type=Path, default=None,
+                    help="keep each measurement's dev episodes as EPISODES/<case>-seed<N>-step<S>.jsonl (for pairing)")
     ap.add_argument("--out", type=Path, default=REPO / "data" / "experiments" / "sweeps" / "recipe_sweep.jsonl")
     args = ap.parse_args()
     if args.list:
@@ -150,6 +155,8 @@ def main() -> None:
     finals = {}
     for name in args.cases.split(","):
         overrides = {"model": args.model, "sft": CASES[name]}
+        if args.seed is not None:
+            overrides["seed"] = args.seed
         if args.data_dir:
             overrides["data_dir"] = str(args.data_dir)
         if args.eval_max_new_tokens:
@@ -197,7 +204,11 @@ def main() -> None:
                 samples = [{"ex_id": ep.ex_id, "completion": ep.completion, "answer_star": ep.answer_star,
                             "gold": next(q.ref.trace for q in dev if q.id == ep.ex_id)}
                            for ep in episodes[:args.samples]]
-            line = {"case": name, "step": step, "train_seconds": round(clock["train"], 1),
+                if args.episodes:
+                    args.episodes.mkdir(parents=True, exist_ok=True)
+                    kept = args.episodes / f"{name}-seed{cfg.seed}-step{step}.jsonl"
+                    kept.write_text("".join(ep.model_dump_json() + "\n" for ep in episodes), encoding="utf-8")
+            line = {"case": name, "seed": cfg.seed, "measured": str(args.measure_only or "trained"), "step": step, "train_seconds": round(clock["train"], 1),
                     "fact_recall": recall["recall"], "trace_recall": in_trace["recall"], "trace_recall_by_hop": in_trace["by_hop"],
                     "trace_recall_shown": [split[True][0], split[True][1]], "trace_recall_not_shown": [split[False][0], split[False][1]],
                     "dev_accuracy": block["accuracy"], "dev_n": block["n"],
@@ -216,6 +227,11 @@ def main() -> None:
                 if args.every and state.global_step % args.every == 0 and state.global_step < state.max_steps:
                     measure(model, state.global_step)
 
+        if args.measure_only:
+            from library.train.checkpoints import load_adapter
+
+            finals[name] = measure(load_adapter(model, args.measure_only), 0)
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             adapter_dir = args.save / name if args.save else Path(tmp) / "adapter"
             peft_model, res = run_sft(model, tok, sft_questions, cfg.sft, ckpt_dir=Path(tmp) / "ckpt",

@@ -39,6 +39,10 @@ CASES = {
     "order_copy_hop3_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [3]},
     # 1-3-hop rows: the last step then comes after 0, 1 or 2 tags, so no count finds it either
     "order_copy_hop123_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [1, 2, 3]},
+    # quick's 600 3-hop rows as they are, plus 150 1-hop and 150 2-hop rows: the shortcut of
+    # finding 41 made wrong on training data, without fewer facts inside TRACEs (finding 43's price)
+    "order_copy_hop3_short300_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [3],
+                                                    "extra_questions": {1: 150, 2: 150}},
 }
 
 
