@@ -90,14 +90,6 @@ class SFTSettings(_Strict):
     # same rows), e.g. {1: 150, 2: 150}: with 3-hop rows only, "after two tags comes the last
     # step" fits every training chain; shorter rows make that rule wrong (docs/FINDINGS.md 41-43).
     extra_questions: dict[int, int] = Field(default_factory=dict)
-
-    @field_validator("extra_questions")
-    @classmethod
-    def _positive_counts(cls, counts: dict[int, int]) -> dict[int, int]:
-        bad = {h: n for h, n in counts.items() if h < 1 or n < 1}
-        if bad:
-            raise ValueError(f"hop lengths and counts must be at least 1: {bad}")
-        return counts
     # The TRACE wording SFT demonstrates (library/questions/wording.py: reference_trace): "copy"
     # copies the question's next step before each later fact (the data files' reference),
     # "clauses" does not, "rest" copies the whole rest of the chain after each tag. Which one
@@ -112,6 +104,14 @@ class SFTSettings(_Strict):
     weight_decay: float = 0.0
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(20, ge=1)
+
+    @field_validator("extra_questions")
+    @classmethod
+    def _positive_counts(cls, counts: dict[int, int]) -> dict[int, int]:
+        bad = {h: n for h, n in counts.items() if h < 1 or n < 1}
+        if bad:
+            raise ValueError(f"hop lengths and counts must be at least 1: {bad}")
+        return counts
 
 
 class RSFTSettings(_Strict):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -206,8 +207,7 @@ def main() -> None:
                            for ep in episodes[:args.samples]]
                 if args.episodes:
                     args.episodes.mkdir(parents=True, exist_ok=True)
-                    kept = args.episodes / f"{name}-seed{cfg.seed}-step{step}.jsonl"
-                    kept.write_text("".join(ep.model_dump_json() + "\n" for ep in episodes), encoding="utf-8")
+                    shutil.copyfile(log.episodes_path, args.episodes / f"{name}-seed{cfg.seed}-step{step}.jsonl")
             line = {"case": name, "seed": cfg.seed, "measured": str(args.measure_only or "trained"), "step": step, "train_seconds": round(clock["train"], 1),
                     "fact_recall": recall["recall"], "trace_recall": in_trace["recall"], "trace_recall_by_hop": in_trace["by_hop"],
                     "trace_recall_shown": [split[True][0], split[True][1]], "trace_recall_not_shown": [split[False][0], split[False][1]],
@@ -230,7 +230,7 @@ def main() -> None:
         if args.measure_only:
             from library.train.checkpoints import load_adapter
 
-            finals[name] = measure(load_adapter(model, args.measure_only), 0)
+            finals[name] = measure(load_adapter(model, args.measure_only, trainable=False), 0)
             continue
         with tempfile.TemporaryDirectory() as tmp:
             adapter_dir = args.save / name if args.save else Path(tmp) / "adapter"
