@@ -356,7 +356,8 @@ def diagnose(
 ) -> None:
     """Why a run's answers are wrong: per phase, where each eval TRACE first leaves its gold path
     (relation: lost its place in the question's chain; fact: wrong object of the right
-    relation; short / long: stopped early or went on), read from the stored claims."""
+    relation; short / long: stopped early or went on), read from the stored claims; and which of
+    the phase before's wrong answers, by kind, each phase made right."""
     from library.evaluation.diagnosis import diagnose_run
     from library.jsonl import atomic_write_json
 
@@ -374,6 +375,10 @@ def diagnose(
             where = f" ({steps[worst]} at step {worst.split('@')[1]})" if worst else ""
             parts.append(f"{kind} {count}{where}")
         typer.echo(f"{phase:<5} n={block['n']:<4} wrong={block['n_wrong']:<4} first departure: " + " | ".join(parts))
+        if "from" in block and block["from"]["wrong"]:
+            came = block["from"]
+            fixed = " | ".join(f"{kind} {came['repaired'][kind]}/{count}" for kind, count in came["wrong"].items())
+            typer.echo(f"{'':<6}right now, of {came['phase']}'s wrong: {fixed}; right before, wrong now: {came['broken']}")
     if out is not None:
         atomic_write_json(out, {"run": str(run), "split": split, "phases": report})
 

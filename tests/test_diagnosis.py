@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from library.questions.wording import reference_completion
 from library.cli import app
 from library.contracts import Episode
-from library.evaluation.diagnosis import departure_block, diagnose_run
+from library.evaluation.diagnosis import departure_block, diagnose_run, repair_block
 from library.jsonl import iter_jsonl
 from library.contracts import Question
 from library.graph.kg import load_kg
@@ -48,6 +48,32 @@ def test_departures_name_the_first_wrong_step():
     assert block["wrong"] == {"fact": 1} and block["wrong_by_step"] == {"fact@1": 1}
 
 
+def test_repairs_count_the_earlier_wrong_answers_by_kind_that_the_later_phase_gets_right():
+    kg = load_kg(REPO / "data" / "kg.json")
+    reward = RewardModel.from_preset(kg, "paper+edges")
+    q1, q2, q3, q4 = _questions(4)
+    right = {q.id: reference_completion(q, kg=kg) for q in (q1, q2, q3, q4)}
+
+    def wrong_fact(q):
+        edge = q.path_star.edges[0]
+        other = next(e.dst for e in kg.edges if e.rel == edge.rel and e.dst != edge.dst)
+        return (f"TRACE: {kg.label(edge.src)} {kg.relation_label(edge.rel)} {kg.label(other)}.\n"
+                f"ANSWER: {'A' if q.answer_star != 'A' else 'B'}")
+
+    before = [_episode(reward, q1, wrong_fact(q1)), _episode(reward, q2, wrong_fact(q2)),
+              _episode(reward, q3, right[q3.id]), _episode(reward, q4, right[q4.id])]
+    # q1 repaired, q2 still wrong, q3 broken; q4 is not answered by the later phase and not counted
+    after = [_episode(reward, q1, right[q1.id]), _episode(reward, q2, wrong_fact(q2)),
+             _episode(reward, q3, wrong_fact(q3))]
+    block = repair_block(before, after, {q.id: q for q in (q1, q2, q3, q4)}, kg)
+    assert block["n"] == 3 and block["broken"] == 1
+    assert block["wrong"] == {"fact": 2} and block["repaired"] == {"fact": 1}
+    assert block["wrong_by_step"] == {"fact@1": 2} and block["repaired_by_step"] == {"fact@1": 1}
+    # a phase against itself repairs and breaks nothing
+    same = repair_block(before, before, {q.id: q for q in (q1, q2, q3, q4)}, kg)
+    assert same["repaired"] == {"fact": 0} and same["broken"] == 0
+
+
 def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
     # The measurement behind docs/FINDINGS.md finding 40, read from the committed log.
     report = diagnose_run(REPO / "data" / "experiments" / "reference-chain")
@@ -57,6 +83,10 @@ def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
     assert sft["wrong"]["relation"] == 83 and sft["wrong_by_step"]["relation@5"] == 62
     assert sft["wrong"]["fact"] == 21
     assert report["base"]["wrong"] == {"short": 300}
+    # what RL repaired of SFT's wrong answers, kind by kind, adds up to the accuracy change
+    rsft = report["rsft"]["from"]
+    assert rsft["phase"] == "sft" and sum(rsft["wrong"].values()) == 126
+    assert sft["n_wrong"] - sum(rsft["repaired"].values()) + rsft["broken"] == report["rsft"]["n_wrong"]
 
 
 def test_cli_prints_each_phase_and_writes_json(tmp_path):
@@ -64,6 +94,7 @@ def test_cli_prints_each_phase_and_writes_json(tmp_path):
     result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "quick"), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "sft" in result.output and "relation" in result.output
+    assert "right now, of sft's wrong: " in result.output
     report = json.loads(out.read_text())
     assert report["phases"]["sft"]["n"] == 150
 
@@ -105,3 +136,16 @@ def test_on_a_branching_graph_a_trace_is_held_against_every_branch_it_must_carry
     assert len(branching) >= 50 and hop >= 1
     # without the KG the reader holds it against the gold path only, as on a functional graph
     assert departure_block([_episode(reward, q, gold_only)], qs)["right"] == {"on_path": 1}
+
+
+def test_repairs_on_a_branching_graph_add_up_to_each_phase_change():
+    # data/runs/food: the quick profile on a graph whose hops branch, read with its own KG
+    report = diagnose_run(REPO / "data" / "runs" / "food")
+    phases = list(report)
+    assert phases[0] == "base" and len(phases) >= 3
+    for before, after in zip(phases, phases[1:]):
+        came = report[after]["from"]
+        assert came["phase"] == before
+        assert came["wrong"] == report[before]["wrong"]
+        assert (report[before]["n_wrong"] - sum(came["repaired"].values()) + came["broken"]
+                == report[after]["n_wrong"])

@@ -23,7 +23,28 @@ from library.contracts import PHASES, Episode, Question
 from library.graph.oracle import question_walk, walk_claims
 from library.scoring.matching import DEPARTURES, first_departure
 
-__all__ = ["departure_block", "diagnose_run"]
+__all__ = ["departure_block", "diagnose_run", "repair_block"]
+
+
+def _departures(episodes: Iterable[Episode], questions: Mapping[str, Question], kg: Any) -> dict[str, tuple[Episode, str, str]]:
+    """``{ex_id: (episode, kind, "kind@step")}``: where each TRACE first leaves its path."""
+    out = {}
+    for ep in episodes:
+        question = questions[ep.ex_id]
+        procedure = walk_claims(question_walk(kg, question)) if kg is not None else None
+        kind, step = first_departure(ep.parsed.claims, question.path_star.edges, procedure)
+        out[ep.ex_id] = (ep, kind, kind if step is None else f"{kind}@{step}")
+    return out
+
+
+def _by_kind(counts: Counter[str]) -> dict[str, int]:
+    order = {kind: i for i, kind in enumerate(DEPARTURES)}
+    return {k: counts[k] for k in sorted(counts, key=lambda k: (-counts[k], order[k]))}
+
+
+def _by_step(counts: Counter[str]) -> dict[str, int]:
+    order = {kind: i for i, kind in enumerate(DEPARTURES)}
+    return dict(sorted(counts.items(), key=lambda kv: (order[kv[0].split("@")[0]], kv[0])))
 
 
 def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Question], kg: Any = None) -> dict[str, Any]:
@@ -40,31 +61,70 @@ def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Questio
     wrong: Counter[str] = Counter()
     wrong_by_step: Counter[str] = Counter()
     right: Counter[str] = Counter()
-    n = 0
-    for ep in episodes:
-        question = questions[ep.ex_id]
-        edges = question.path_star.edges
-        procedure = walk_claims(question_walk(kg, question)) if kg is not None else None
-        kind, step = first_departure(ep.parsed.claims, edges, procedure)
-        n += 1
+    departures = _departures(episodes, questions, kg)
+    for ep, kind, at_step in departures.values():
         if ep.correct:
             right[kind] += 1
         else:
             wrong[kind] += 1
-            wrong_by_step[kind if step is None else f"{kind}@{step}"] += 1
-    order = {kind: i for i, kind in enumerate(DEPARTURES)}
+            wrong_by_step[at_step] += 1
     return {
-        "n": n,
+        "n": len(departures),
         "n_wrong": sum(wrong.values()),
-        "wrong": {k: wrong[k] for k in sorted(wrong, key=lambda k: (-wrong[k], order[k]))},
-        "wrong_by_step": dict(sorted(wrong_by_step.items(), key=lambda kv: (order[kv[0].split("@")[0]], kv[0]))),
-        "right": {k: right[k] for k in sorted(right, key=lambda k: (-right[k], order[k]))},
+        "wrong": _by_kind(wrong),
+        "wrong_by_step": _by_step(wrong_by_step),
+        "right": _by_kind(right),
+    }
+
+
+def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions: Mapping[str, Question],
+                 kg: Any = None) -> dict[str, Any]:
+    """What a phase repaired: the earlier phase's wrong answers by departure kind, and how many of
+    each the later phase answers right; ``broken`` counts the questions it turned from right to
+    wrong. Only questions both phases answered count.
+
+    RL that only sees short prompts can repair what shows on them (a fact not recalled) and not a
+    rule that fits every short chain (the last step after the second tag), so the kinds tell
+    which failures a phase reaches (docs/FINDINGS.md finding 60). For example, on the committed
+    keyed reference run::
+
+        >>> from library.runs.reader import RunView
+        >>> run = RunView.open(Path(__file__).resolve().parents[2] / "data" / "runs" / "reference")
+        >>> sft, grpo = run.eval_episodes("sft"), run.eval_episodes("grpo")
+        >>> block = repair_block(sft.values(), grpo.values(), run.questions_for(sft.values()), run.kg)
+        >>> block["wrong"]["fact"], block["repaired"]["fact"], block["repaired_by_step"].get("relation@4", 0)
+        (29, 14, 0)
+    """
+    later = {ep.ex_id: ep for ep in after}
+    earlier = _departures((ep for ep in before if ep.ex_id in later), questions, kg)
+    wrong: Counter[str] = Counter()
+    wrong_by_step: Counter[str] = Counter()
+    repaired: Counter[str] = Counter()
+    repaired_by_step: Counter[str] = Counter()
+    broken = 0
+    for ex_id, (ep, kind, at_step) in earlier.items():
+        now_right = later[ex_id].correct
+        if ep.correct:
+            broken += not now_right
+            continue
+        wrong[kind] += 1
+        wrong_by_step[at_step] += 1
+        repaired[kind] += now_right
+        repaired_by_step[at_step] += now_right
+    return {
+        "n": len(earlier),
+        "wrong": _by_kind(wrong),
+        "repaired": {kind: repaired[kind] for kind in _by_kind(wrong)},
+        "wrong_by_step": _by_step(wrong_by_step),
+        "repaired_by_step": {key: repaired_by_step[key] for key in _by_step(wrong_by_step)},
+        "broken": broken,
     }
 
 
 def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Path | None = None,
                  kg_path: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """:func:`departure_block` for every phase of a run that has eval episodes on ``split``.
+    """:func:`departure_block` for every phase of a run that has eval episodes on ``split``, each
+    after the first with ``from``: its :func:`repair_block` against the phase before it.
 
     The question files and the KG default to the run's own (library/runs/reader.py).
     """
@@ -74,4 +134,9 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
     by_phase = {phase: run.eval_episodes(phase, split) for phase in PHASES}
     by_phase = {phase: eps for phase, eps in by_phase.items() if eps}
     questions = run.questions_for(ep for eps in by_phase.values() for ep in eps.values())
-    return {phase: departure_block(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}
+    report = {phase: departure_block(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}
+    phases = list(by_phase)
+    for before, after in zip(phases, phases[1:]):
+        report[after]["from"] = {"phase": before, **repair_block(by_phase[before].values(), by_phase[after].values(),
+                                                                 questions, run.kg)}
+    return report

@@ -36,6 +36,8 @@ sys.path.insert(0, str(REPO))
 
 #: name -> overrides of the quick profile's ``sft`` section (what a case changes)
 CASES: dict[str, dict] = {
+    # the quick profile's SFT as it is (the baseline the other cases pair with, trained at any --seed)
+    "quick": {},
     # the first version's recipe: LoRA r=16 at the paper's lr, questions only (no knowledge stage)
     "lora16_lr2e-4_k0": {"method": "lora", "lora": {"r": 16, "alpha": 16}, "learning_rate": 2e-4,
                          "knowledge_epochs": 0, "n_questions": 320, "batch_size": 8},
