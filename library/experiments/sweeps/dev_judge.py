@@ -22,8 +22,11 @@ class DevJudge:
         self.dev = list(questions) if questions is not None else select_balanced(data.dev, n_dev, f"{cfg.seed}:dev")
         self.reward = RewardModel.from_preset(data.kg, cfg.eval.reward_preset)
 
-    def episodes(self, model, root: Path, label: str, phase: str = "rsft") -> tuple[dict, list]:
-        """(accuracy block, dev episodes relabelled ``label``) of ``model``'s greedy answers."""
+    def episodes(self, model, root: Path, label: str, phase: str = "rsft", keep: Path | None = None) -> tuple[dict, list]:
+        """(accuracy block, dev episodes relabelled ``label``) of ``model``'s greedy answers;
+        ``keep``: also copy the episodes file the run folder wrote to this path (for pairing later)."""
+        import shutil
+
         from library.evaluation.evaluate import evaluate
         from library.runs.folder import RunDir
 
@@ -31,6 +34,9 @@ class DevJudge:
         block = evaluate(model, self.tokenizer, self.dev, self.reward, phase=phase, split="dev", run=run,
                          batch_size=self.cfg.eval.batch_size, max_new_tokens=self.cfg.eval.max_new_tokens,
                          store_metrics=False, progress=False)
+        if keep is not None:
+            Path(keep).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run.episodes_path, keep)
         return block, [e.model_copy(update={"phase": label}) for e in run.read_episodes(split="dev")]
 
     def figures(self, block: dict, baseline_episodes: list, episodes: list, label: str, baseline: str = "sft") -> dict:

@@ -21,6 +21,10 @@ Usage::
 A case is ``<prompt hops>:<prompts>:<learning rate>`` ("3" = 3-hop prompts, "123" = 1-3 hops).
 ``--seed`` re-runs the cases with another RSFT seed (sampling and training only; the case name
 gets ``_s<seed>``), so a difference between cases can be checked against RSFT's own variance.
+``--sft-seed N`` names the seed ``--start`` was trained with (``recipe_sweep.py --seed N``), so its
+SFT rows are the ones left out of RSFT's prompts; ``--data-dir`` reads other question splits (the
+keyed cases of ``step_order_experiment.py`` train on ``data/keyed``) and ``--episodes DIR`` keeps
+the dev answers of the start and of each case for pairing (``kgr diagnose``'s ``repair_block``).
 One JSON line per case goes to ``--out`` as it finishes; the last line printed is one JSON object
 with every case's figures.
 """
@@ -55,12 +59,19 @@ def main() -> None:
                     help="the recipe_sweep case that trained --start (its SFT questions are left out of RSFT)")
     ap.add_argument("--cases", default="3:128:5e-4", help="comma-separated <hops>:<prompts>:<lr> RSFT cases")
     ap.add_argument("--profile", default="quick")
+    ap.add_argument("--model", default=None, help="the model --start was trained from (its tokenizer; default: the profile's)")
     ap.add_argument("--k-samples", type=int, default=4)
     ap.add_argument("--epochs", type=float, default=2.0, help="passes over the winners (sets max_steps)")
     ap.add_argument("--n-dev", type=int, default=100, help="dev questions (hop-balanced)")
     ap.add_argument("--seed", type=int, default=None,
-                    help="seed of RSFT's sampling and training (default: the profile's); the prompts, "
-                         "SFT's questions and the dev questions stay the profile seed's")
+                    help="seed of RSFT's sampling and training (default: the SFT's); the prompts, "
+                         "SFT's questions and the dev questions stay the SFT seed's")
+    ap.add_argument("--sft-seed", type=int, default=None,
+                    help="the seed --start was trained with (default: the profile's): its SFT rows and RSFT's prompts")
+    ap.add_argument("--data-dir", type=Path, default=None, help="question splits to read (default: the profile's)")
+    ap.add_argument("--eval-max-new-tokens", type=int, default=0, help="dev generation length (0: the profile's)")
+    ap.add_argument("--episodes", type=Path, default=None,
+                    help="keep the dev episodes as EPISODES/rsft-<sft case>-seed<N>-<case>.jsonl (and -sft.jsonl)")
     ap.add_argument("--out", type=Path, default=REPO / "data" / "experiments" / "sweeps" / "rsft_sweep.jsonl")
     args = ap.parse_args()
 
@@ -71,6 +82,7 @@ def main() -> None:
 
     from library.experiments.sweeps.dev_judge import DevJudge, record
     from library.experiments.sweeps.recipe_sweep import CASES
+    from library.experiments.sweeps.step_order_experiment import CASES as ORDER_CASES
     from library.config import load_config
     from library.model.load import load_tokenizer
     from library.scoring.reward import RewardModel
@@ -81,7 +93,18 @@ def main() -> None:
     from library.train.data import load_data, make_selection
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cfg0 = load_config(args.profile, overrides={"sft": CASES[args.sft_case]})
+    sft_case = {**CASES, **ORDER_CASES}[args.sft_case]
+    common: dict = {"sft": sft_case}
+    if args.model:
+        common["model"] = args.model
+    if args.sft_seed is not None:
+        common["seed"] = args.sft_seed
+    if args.data_dir:
+        common["data_dir"] = str(args.data_dir)
+    if args.eval_max_new_tokens:
+        common["eval"] = {"max_new_tokens": args.eval_max_new_tokens}
+    cfg0 = load_config(args.profile, overrides=common)
+    keep = (lambda label: args.episodes / f"rsft-{args.sft_case}-seed{cfg0.seed}-{label}.jsonl") if args.episodes else (lambda label: None)
     torch.set_num_threads(cfg0.threads or torch.get_num_threads())
     data = load_data(cfg0)
     judge = DevJudge(cfg0, data, load_tokenizer(cfg0.model), args.n_dev)
@@ -91,7 +114,7 @@ def main() -> None:
     finals: dict[str, dict] = {}
     with run_precision(cfg0), tempfile.TemporaryDirectory() as tmp:  # the profile's precisions, as a run
         t0 = time.perf_counter()
-        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft")
+        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft", keep=keep("sft"))
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
                          "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)
@@ -99,8 +122,7 @@ def main() -> None:
             case = parse_case(text)
             name = "rsft_h{}_n{}_lr{:g}".format("".join(map(str, case["prompt_hops"])), case["n_prompts"],
                                                  case["learning_rate"]) + (f"_s{args.seed}" if args.seed is not None else "")
-            cfg = load_config(args.profile, overrides={"sft": CASES[args.sft_case],
-                                                       "rsft": {**case, "k_samples": args.k_samples}})
+            cfg = load_config(args.profile, overrides={**common, "rsft": {**case, "k_samples": args.k_samples}})
             selection = make_selection(cfg, data)
             rl_reward = RewardModel.from_preset(data.kg, cfg.rsft.reward_preset)
             # max_steps from the expected winners: ~epochs passes at the profile's batch size
@@ -116,8 +138,8 @@ def main() -> None:
                                   seed=seed, forbidden_ids=selection.forbidden_ids, resume=False)
             train_s = time.perf_counter() - t0
             model.eval()
-            block, eps = judge.episodes(model, Path(tmp), name)
-            line = {"case": name, "sft_case": args.sft_case, **case, "k_samples": args.k_samples, "seed": seed, "max_steps": steps,
+            block, eps = judge.episodes(model, Path(tmp), name, keep=keep(name))
+            line = {"case": name, "sft_case": args.sft_case, "sft_seed": cfg0.seed, "data_dir": str(cfg0.data_dir), **case, "k_samples": args.k_samples, "seed": seed, "max_steps": steps,
                     "n_prompts": res.n_prompts, "n_winners": res.n_winners,
                     "sample_accuracy": round(res.sample_accuracy, 3),
                     "sampling_seconds": round(res.seconds_sampling, 1), "train_seconds": round(train_s, 1),
