@@ -333,3 +333,26 @@ def test_the_page_headline_counts_grounded_right_answers():
     headline = site.runs[0]["headline"]["eval"]
     assert (headline["grpo"]["correct"], headline["grpo"]["grounded"]) == (130, 117)
     assert headline["base"]["grounded"] == 0
+
+
+def test_the_page_says_what_each_rl_phase_repaired(fixture_run, kg_file, tmp_path):
+    """Per RL phase, the phase before's wrong answers by why they were wrong and how many it made
+    right, as ``kgr diagnose`` counts them: on the committed keyed reference, RSFT made 14 of SFT's
+    29 fact errors right; a run whose questions are not all found gives none and still builds."""
+    from library.evaluation.diagnosis import diagnose_run
+
+    site = collect([REPO / "data" / "runs" / "reference"])
+    repairs = site.runs[0]["repairs"]
+    assert [(b["before"], b["phase"]) for b in repairs] == [("sft", "rsft"), ("rsft", "grpo")]
+    report = diagnose_run(REPO / "data" / "runs" / "reference")
+    assert repairs[0]["repaired"] == report["rsft"]["from"]["repaired"] and repairs[0]["wrong"]["fact"] == 29
+    assert repairs[0]["repaired"]["fact"] == 14 and repairs[0]["broken"] == report["rsft"]["from"]["broken"]
+    import shutil
+
+    from library.runs.reader import RUN_QUESTIONS
+
+    gone = tmp_path / "no-questions"
+    shutil.copytree(fixture_run.path, gone)
+    (gone / RUN_QUESTIONS).unlink()
+    fixture = collect([gone], kg_path=kg_file, data_dir=tmp_path / "no-data").runs[0]
+    assert fixture["repairs"] == [] and fixture["n_episodes"] > 0

@@ -193,6 +193,7 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
         pytest.skip("Debian chromium is not installed (.ci/run installs it)")
     from library.contracts import Question
     from library.demo.site import default_runs
+    from library.evaluation.diagnosis import diagnose_run
     from library.jsonl import read_jsonl
     from library.questions.wording import step_order_of
 
@@ -222,6 +223,12 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
             adds = page.locator("#reward-adds li").all_inner_texts()
             assert len(adds) == 1 and adds[0].startswith("GRPO with a correctness-only reward")
             assert f"{100 * vs['diff']:+.1f} points [{100 * vs['ci'][0]:+.1f}, {100 * vs['ci'][1]:+.1f}]" in adds[0]
+            # what each RL phase made right, by why the phase before was wrong (kgr diagnose's counts)
+            came = diagnose_run(REPO / "data" / "runs" / "reference")["rsft"]["from"]
+            repairs = page.locator("#repairs li").all_inner_texts()
+            assert len(repairs) == 2 and repairs[0].startswith(f"RSFT made right, of SFT's {sum(came['wrong'].values())} wrong: ")
+            assert f"{came['repaired']['fact']} of {came['wrong']['fact']} a fact not recalled" in repairs[0]
+            assert f"turned {came['broken']} right answer" in repairs[0] and repairs[1].startswith("GRPO made right, of RSFT's")
             ctx.close()
     finally:
         _stop(proc)

@@ -149,3 +149,10 @@ def test_repairs_on_a_branching_graph_add_up_to_each_phase_change():
         assert came["wrong"] == report[before]["wrong"]
         assert (report[before]["n_wrong"] - sum(came["repaired"].values()) + came["broken"]
                 == report[after]["n_wrong"])
+
+
+def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error(tmp_path):
+    # the food run's questions read against the troubleshooting graph: named, not a traceback
+    result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "food"), "--kg", str(REPO / "data" / "kg.json")])
+    assert result.exit_code == 2, result.output
+    assert "kg.json" in result.output and "which this graph does not hold" in result.output

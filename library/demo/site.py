@@ -204,6 +204,20 @@ def run_questions(run: RunView, episodes: Iterable[Episode]) -> dict[str, Questi
     return found
 
 
+def phase_repairs(run: RunView) -> list[dict[str, Any]]:
+    """Per RL phase on the eval split: the phase before's wrong answers by why they were wrong and
+    how many this phase made right (``kgr diagnose``'s ``from`` blocks; base -> SFT left out). A
+    run whose question files are gone gives none: the page is built without it."""
+    from library.evaluation.diagnosis import diagnose_view
+
+    try:
+        report = diagnose_view(run)
+    except DataFileError:
+        return []
+    return [{**block["from"], "phase": phase, "before": block["from"]["phase"]} for phase, block in report.items()
+            if "from" in block and block["from"]["phase"] != "base"]
+
+
 def _thin(items: list[Any], cap: int) -> list[Any]:
     if len(items) <= cap:
         return items
@@ -294,6 +308,7 @@ def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None =
 
     missing_q = sorted({ep["ex_id"] for ep in episodes} - set(questions))
     return {
+        "repairs": phase_repairs(run),
         "run_id": run.run_id, "path": str(run.path), "meta": meta, "headline": _headline(metrics),
         "metrics": {k: v for k, v in metrics.items()},
         "step_curves": step_curves(run), "monitor": monitor_points(metrics, meta),

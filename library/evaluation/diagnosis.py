@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from library.contracts import PHASES, Episode, Question
+from library.errors import DataFileError
 from library.graph.oracle import question_walk, walk_claims
 from library.scoring.matching import DEPARTURES, first_departure
 
-__all__ = ["departure_block", "diagnose_run", "repair_block"]
+__all__ = ["departure_block", "diagnose_run", "diagnose_view", "repair_block"]
 
 
 def _departures(episodes: Iterable[Episode], questions: Mapping[str, Question], kg: Any) -> dict[str, tuple[Episode, str, str]]:
@@ -31,6 +32,10 @@ def _departures(episodes: Iterable[Episode], questions: Mapping[str, Question], 
     out = {}
     for ep in episodes:
         question = questions[ep.ex_id]
+        start = question.path_star.entities[0]
+        if kg is not None and start not in kg.entities:
+            raise DataFileError(kg.source, f"question {question.id} starts at {start!r}, which this graph does not "
+                                           "hold: is it the run's graph? (pass --kg)")
         procedure = walk_claims(question_walk(kg, question)) if kg is not None else None
         kind, step = first_departure(ep.parsed.claims, question.path_star.edges, procedure)
         out[ep.ex_id] = (ep, kind, kind if step is None else f"{kind}@{step}")
@@ -130,7 +135,11 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
     """
     from library.runs.reader import RunView
 
-    run = RunView.open(Path(run_dir), kg=kg_path, data_dir=data_dir)
+    return diagnose_view(RunView.open(Path(run_dir), kg=kg_path, data_dir=data_dir), split)
+
+
+def diagnose_view(run: Any, split: str = "eval") -> dict[str, dict[str, Any]]:
+    """:func:`diagnose_run` of a run already opened (a :class:`library.runs.reader.RunView`)."""
     by_phase = {phase: run.eval_episodes(phase, split) for phase in PHASES}
     by_phase = {phase: eps for phase, eps in by_phase.items() if eps}
     questions = run.questions_for(ep for eps in by_phase.values() for ep in eps.values())

@@ -157,6 +157,15 @@ function renderRunInfo() {
     sec.appendChild(list);
     box.appendChild(sec);
   }
+  const repairs = repairLines(r.repairs || []);
+  if (repairs.length) {
+    const list = el("ul", { class: "reward-adds", id: "repairs" });
+    for (const line of repairs) list.appendChild(el("li", {}, line));
+    const sec = el("div", { class: "reward-adds-box" });
+    sec.appendChild(el("b", {}, "What each RL phase made right, by why the phase before was wrong (eval, question by question)"));
+    sec.appendChild(list);
+    box.appendChild(sec);
+  }
   if (r.n_missing_questions) {
     box.appendChild(el("div", { class: "notice" }, `${r.n_missing_questions} episode question(s) not found in the question files (no graph for them), e.g. ${r.missing_questions.slice(0, 3).join(", ")}`));
   }
@@ -180,6 +189,18 @@ function rewardAdds(m) {
       `grounded right ${points(s.over_seeds_grounded)}; another answer on ${s.prompts_with_another_winner} of ${s.n_prompts} prompts, n = ${s.n}`);
   }
   return out;
+}
+
+// The run's "repairs" (kgr diagnose): where the earlier phase's wrong TRACE first left its path.
+const KIND_WORDS = { fact: "a fact not recalled", relation: "lost its place in the chain", short: "stopped early",
+  long: "went on", subject: "a step from the wrong entity", branch: "dropped a branch", on_path: "right path, wrong letter" };
+function repairLines(repairs) {
+  return repairs.map((b) => {
+    const total = Object.values(b.wrong).reduce((a, v) => a + v, 0);
+    const kinds = Object.entries(b.wrong).map(([k, n]) => `${b.repaired[k]} of ${n} ${KIND_WORDS[k] || k}`).join("; ");
+    return `${b.phase.toUpperCase()} made right, of ${b.before.toUpperCase()}'s ${total} wrong: ${kinds}; ` +
+      `and turned ${b.broken} right answer${b.broken === 1 ? "" : "s"} wrong`;
+  });
 }
 
 // ------------------------------------------------------------------ graph
