@@ -378,7 +378,7 @@ def diagnose(
         if "from" in block and block["from"]["wrong"]:
             came = block["from"]
             fixed = " | ".join(f"{kind} {came['repaired'][kind]}/{count}" for kind, count in came["wrong"].items())
-            typer.echo(f"{'':<6}right now, of {came['phase']}'s wrong: {fixed}; right before, wrong now: {came['broken']}")
+            typer.echo(f"{'':<6}right now, of {came['before']}'s wrong: {fixed}; right before, wrong now: {came['broken']}")
     if out is not None:
         atomic_write_json(out, {"run": str(run), "split": split, "phases": report})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from library.questions.wording import reference_completion
@@ -69,6 +70,9 @@ def test_repairs_count_the_earlier_wrong_answers_by_kind_that_the_later_phase_ge
     assert block["n"] == 3 and block["broken"] == 1
     assert block["wrong"] == {"fact": 2} and block["repaired"] == {"fact": 1}
     assert block["wrong_by_step"] == {"fact@1": 2} and block["repaired_by_step"] == {"fact@1": 1}
+    # two answers to one question of a phase are refused, not silently counted once
+    with pytest.raises(ValueError, match="two answers to question"):
+        departure_block(before + before[:1], {q.id: q for q in (q1, q2, q3, q4)}, kg)
     # a phase against itself repairs and breaks nothing
     same = repair_block(before, before, {q.id: q for q in (q1, q2, q3, q4)}, kg)
     assert same["repaired"] == {"fact": 0} and same["broken"] == 0
@@ -85,7 +89,7 @@ def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
     assert report["base"]["wrong"] == {"short": 300}
     # what RL repaired of SFT's wrong answers, kind by kind, adds up to the accuracy change
     rsft = report["rsft"]["from"]
-    assert rsft["phase"] == "sft" and sum(rsft["wrong"].values()) == 126
+    assert rsft["before"] == "sft" and sum(rsft["wrong"].values()) == 126
     assert sft["n_wrong"] - sum(rsft["repaired"].values()) + rsft["broken"] == report["rsft"]["n_wrong"]
 
 
@@ -145,13 +149,13 @@ def test_repairs_on_a_branching_graph_add_up_to_each_phase_change():
     assert phases[0] == "base" and len(phases) >= 3
     for before, after in zip(phases, phases[1:]):
         came = report[after]["from"]
-        assert came["phase"] == before
+        assert came["before"] == before
         assert came["wrong"] == report[before]["wrong"]
         assert (report[before]["n_wrong"] - sum(came["repaired"].values()) + came["broken"]
                 == report[after]["n_wrong"])
 
 
-def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error(tmp_path):
+def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error():
     # the food run's questions read against the troubleshooting graph: named, not a traceback
     result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "food"), "--kg", str(REPO / "data" / "kg.json")])
     assert result.exit_code == 2, result.output

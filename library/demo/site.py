@@ -30,7 +30,7 @@ from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.jsonl import atomic_write_text
 from library.graph.kg import KnowledgeGraph
-from library.scoring.matching import EntityMatcher
+from library.scoring.matching import DEPARTURE_WORDS, EntityMatcher
 from library.runs.folder import META
 from library.runs.reader import RunView, rollout_curve
 
@@ -205,17 +205,12 @@ def run_questions(run: RunView, episodes: Iterable[Episode]) -> dict[str, Questi
 
 
 def phase_repairs(run: RunView) -> list[dict[str, Any]]:
-    """Per RL phase on the eval split: the phase before's wrong answers by why they were wrong and
-    how many this phase made right (``kgr diagnose``'s ``from`` blocks; base -> SFT left out). A
-    run whose question files are gone gives none: the page is built without it."""
+    """Per RL phase (RSFT, GRPO) on the eval split: the phase before's wrong answers by why they
+    were wrong and how many this phase made right (``kgr diagnose``'s ``from`` blocks)."""
     from library.evaluation.diagnosis import diagnose_view
 
-    try:
-        report = diagnose_view(run)
-    except DataFileError:
-        return []
-    return [{**block["from"], "phase": phase, "before": block["from"]["phase"]} for phase, block in report.items()
-            if "from" in block and block["from"]["phase"] != "base"]
+    return [{**block["from"], "phase": phase} for phase, block in diagnose_view(run).items()
+            if "from" in block and phase in ("rsft", "grpo")]
 
 
 def _thin(items: list[Any], cap: int) -> list[Any]:
@@ -308,7 +303,8 @@ def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None =
 
     missing_q = sorted({ep["ex_id"] for ep in episodes} - set(questions))
     return {
-        "repairs": phase_repairs(run),
+        # a run whose questions are not all found is shown without its repairs (the page lists the ids)
+        "repairs": [] if missing_q else phase_repairs(run), "departure_words": DEPARTURE_WORDS,
         "run_id": run.run_id, "path": str(run.path), "meta": meta, "headline": _headline(metrics),
         "metrics": {k: v for k, v in metrics.items()},
         "step_curves": step_curves(run), "monitor": monitor_points(metrics, meta),

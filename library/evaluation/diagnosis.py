@@ -28,9 +28,12 @@ __all__ = ["departure_block", "diagnose_run", "diagnose_view", "repair_block"]
 
 
 def _departures(episodes: Iterable[Episode], questions: Mapping[str, Question], kg: Any) -> dict[str, tuple[Episode, str, str]]:
-    """``{ex_id: (episode, kind, "kind@step")}``: where each TRACE first leaves its path."""
+    """``{ex_id: (episode, kind, "kind@step")}``: where each TRACE first leaves its path (one
+    answer per question: a phase's greedy eval answers)."""
     out = {}
     for ep in episodes:
+        if ep.ex_id in out:
+            raise ValueError(f"two answers to question {ep.ex_id} of one phase: departures count one answer per question")
         question = questions[ep.ex_id]
         start = question.path_star.entities[0]
         if kg is not None and start not in kg.entities:
@@ -129,7 +132,8 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
 def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Path | None = None,
                  kg_path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """:func:`departure_block` for every phase of a run that has eval episodes on ``split``, each
-    after the first with ``from``: its :func:`repair_block` against the phase before it.
+    after the first with ``from``: its :func:`repair_block` against the phase before it (named
+    by ``from["before"]``).
 
     The question files and the KG default to the run's own (library/runs/reader.py).
     """
@@ -146,6 +150,6 @@ def diagnose_view(run: Any, split: str = "eval") -> dict[str, dict[str, Any]]:
     report = {phase: departure_block(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}
     phases = list(by_phase)
     for before, after in zip(phases, phases[1:]):
-        report[after]["from"] = {"phase": before, **repair_block(by_phase[before].values(), by_phase[after].values(),
+        report[after]["from"] = {"before": before, **repair_block(by_phase[before].values(), by_phase[after].values(),
                                                                  questions, run.kg)}
     return report

@@ -255,6 +255,10 @@ def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]
 
 #: What :func:`first_departure` can say of a TRACE, in the order a reader checks it.
 DEPARTURES = ("on_path", "relation", "fact", "subject", "branch", "short", "long")
+#: Each kind in a reader's words (the demo page's; :func:`first_departure` says what each means).
+DEPARTURE_WORDS = {"on_path": "right path, wrong letter", "relation": "lost its place in the chain",
+                   "fact": "a fact not recalled", "subject": "a step from the wrong entity",
+                   "branch": "dropped a branch", "short": "stopped early", "long": "went on past the end"}
 
 
 def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any],

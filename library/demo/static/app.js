@@ -157,7 +157,7 @@ function renderRunInfo() {
     sec.appendChild(list);
     box.appendChild(sec);
   }
-  const repairs = repairLines(r.repairs || []);
+  const repairs = repairLines(r.repairs || [], r.departure_words || {});
   if (repairs.length) {
     const list = el("ul", { class: "reward-adds", id: "repairs" });
     for (const line of repairs) list.appendChild(el("li", {}, line));
@@ -191,13 +191,12 @@ function rewardAdds(m) {
   return out;
 }
 
-// The run's "repairs" (kgr diagnose): where the earlier phase's wrong TRACE first left its path.
-const KIND_WORDS = { fact: "a fact not recalled", relation: "lost its place in the chain", short: "stopped early",
-  long: "went on", subject: "a step from the wrong entity", branch: "dropped a branch", on_path: "right path, wrong letter" };
-function repairLines(repairs) {
-  return repairs.map((b) => {
+// The run's "repairs" (kgr diagnose): where the earlier phase's wrong TRACE first left its path,
+// in the words the run data carries (departure_words).
+function repairLines(repairs, words) {
+  return repairs.filter((b) => Object.keys(b.wrong).length).map((b) => {
     const total = Object.values(b.wrong).reduce((a, v) => a + v, 0);
-    const kinds = Object.entries(b.wrong).map(([k, n]) => `${b.repaired[k]} of ${n} ${KIND_WORDS[k] || k}`).join("; ");
+    const kinds = Object.entries(b.wrong).map(([k, n]) => `${b.repaired[k]} of ${n} ${words[k] || k}`).join("; ");
     return `${b.phase.toUpperCase()} made right, of ${b.before.toUpperCase()}'s ${total} wrong: ${kinds}; ` +
       `and turned ${b.broken} right answer${b.broken === 1 ? "" : "s"} wrong`;
   });

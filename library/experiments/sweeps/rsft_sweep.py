@@ -56,7 +56,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--start", type=Path, required=True, help="a fully fine-tuned SFT model folder")
     ap.add_argument("--sft-case", required=True,
-                    help="the recipe_sweep case that trained --start (its SFT questions are left out of RSFT)")
+                    help="the recipe_sweep or step_order_experiment case that trained --start (its SFT "
+                         "questions are left out of RSFT; a step-order case reads data/keyed unless --data-dir)")
     ap.add_argument("--cases", default="3:128:5e-4", help="comma-separated <hops>:<prompts>:<lr> RSFT cases")
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--model", default=None, help="the model --start was trained from (its tokenizer; default: the profile's)")
@@ -68,7 +69,8 @@ def main() -> None:
                          "SFT's questions and the dev questions stay the SFT seed's")
     ap.add_argument("--sft-seed", type=int, default=None,
                     help="the seed --start was trained with (default: the profile's): its SFT rows and RSFT's prompts")
-    ap.add_argument("--data-dir", type=Path, default=None, help="question splits to read (default: the profile's)")
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="question splits to read (default: the case's: the profile's, or data/keyed for a step-order case)")
     ap.add_argument("--eval-max-new-tokens", type=int, default=0, help="dev generation length (0: the profile's)")
     ap.add_argument("--episodes", type=Path, default=None,
                     help="keep the dev episodes as EPISODES/rsft-<sft case>-seed<N>-<case>.jsonl (and -sft.jsonl)")
@@ -82,7 +84,7 @@ def main() -> None:
 
     from library.experiments.sweeps.dev_judge import DevJudge, record
     from library.experiments.sweeps.recipe_sweep import CASES
-    from library.experiments.sweeps.step_order_experiment import CASES as ORDER_CASES
+    from library.experiments.sweeps.step_order_experiment import CASES as ORDER_CASES, DATA_DIR as ORDER_DATA_DIR
     from library.config import load_config
     from library.model.load import load_tokenizer
     from library.scoring.reward import RewardModel
@@ -93,8 +95,11 @@ def main() -> None:
     from library.train.data import load_data, make_selection
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    sft_case = {**CASES, **ORDER_CASES}[args.sft_case]
-    common: dict = {"sft": sft_case}
+    if args.sft_case not in CASES and args.sft_case not in ORDER_CASES:
+        ap.error(f"--sft-case {args.sft_case!r} is no case of recipe_sweep.py or step_order_experiment.py")
+    if args.sft_case in ORDER_CASES and args.data_dir is None:
+        args.data_dir = ORDER_DATA_DIR  # the splits the case was trained on
+    common: dict = {"sft": ORDER_CASES[args.sft_case] if args.sft_case in ORDER_CASES else CASES[args.sft_case]}
     if args.model:
         common["model"] = args.model
     if args.sft_seed is not None:
@@ -114,7 +119,7 @@ def main() -> None:
     finals: dict[str, dict] = {}
     with run_precision(cfg0), tempfile.TemporaryDirectory() as tmp:  # the profile's precisions, as a run
         t0 = time.perf_counter()
-        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft", keep=keep("sft"))
+        sft_block, sft_eps = judge.episodes(base, Path(tmp), "sft", phase="sft", keep=keep("sft"))
         finals["sft"] = {"dev_accuracy": sft_block["accuracy"], "dev_ci": sft_block.get("accuracy_ci"),
                          "by_hop": sft_block.get("by_hop"), "eval_seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps({"case": "sft", **finals["sft"]}), flush=True)

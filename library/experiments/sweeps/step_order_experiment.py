@@ -32,6 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
+#: the splits these cases train and judge on (kgr data --step-order keyed --out data/keyed)
+DATA_DIR = REPO / "data" / "keyed"
+
 _COMMON = {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2, "n_questions": 600,
            "batch_size": 2, "grad_accum": 1}
 CASES = {
@@ -49,7 +52,7 @@ CASES = {
 def main() -> None:
     from library.experiments.sweeps.recipe_sweep import sweep_on_splits
 
-    sweep_on_splits(CASES, REPO / "data" / "keyed", step_order="keyed")
+    sweep_on_splits(CASES, DATA_DIR, step_order="keyed")
 
 
 if __name__ == "__main__":
