@@ -66,10 +66,13 @@ def departure_block(episodes: Iterable[Episode], questions: Mapping[str, Questio
     counts the right answers the same way (a right letter reached off the gold path shows up as
     a departure there: a guess, or a near-miss the options forgive).
     """
+    return _departure_counts(_departures(episodes, questions, kg))
+
+
+def _departure_counts(departures: Mapping[str, tuple[Episode, str, str]]) -> dict[str, Any]:
     wrong: Counter[str] = Counter()
     wrong_by_step: Counter[str] = Counter()
     right: Counter[str] = Counter()
-    departures = _departures(episodes, questions, kg)
     for ep, kind, at_step in departures.values():
         if ep.correct:
             right[kind] += 1
@@ -104,13 +107,19 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
         (29, 14, 0)
     """
     later = {ep.ex_id: ep for ep in after}
-    earlier = _departures((ep for ep in before if ep.ex_id in later), questions, kg)
+    return _repair_counts(_departures((ep for ep in before if ep.ex_id in later), questions, kg), later)
+
+
+def _repair_counts(earlier: Mapping[str, tuple[Episode, str, str]], later: Mapping[str, Episode]) -> dict[str, Any]:
     wrong: Counter[str] = Counter()
     wrong_by_step: Counter[str] = Counter()
     repaired: Counter[str] = Counter()
     repaired_by_step: Counter[str] = Counter()
-    broken = 0
+    broken = n = 0
     for ex_id, (ep, kind, at_step) in earlier.items():
+        if ex_id not in later:
+            continue
+        n += 1
         now_right = later[ex_id].correct
         if ep.correct:
             broken += not now_right
@@ -120,7 +129,7 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
         repaired[kind] += now_right
         repaired_by_step[at_step] += now_right
     return {
-        "n": len(earlier),
+        "n": n,
         "wrong": _by_kind(wrong),
         "repaired": {kind: repaired[kind] for kind in _by_kind(wrong)},
         "wrong_by_step": _by_step(wrong_by_step),
@@ -147,9 +156,10 @@ def diagnose_view(run: Any, split: str = "eval") -> dict[str, dict[str, Any]]:
     by_phase = {phase: run.eval_episodes(phase, split) for phase in PHASES}
     by_phase = {phase: eps for phase, eps in by_phase.items() if eps}
     questions = run.questions_for(ep for eps in by_phase.values() for ep in eps.values())
-    report = {phase: departure_block(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}
+    # each phase's departures once: its own block and the next phase's repairs both read them
+    departures = {phase: _departures(eps.values(), questions, run.kg) for phase, eps in by_phase.items()}
+    report = {phase: _departure_counts(found) for phase, found in departures.items()}
     phases = list(by_phase)
     for before, after in zip(phases, phases[1:]):
-        report[after]["from"] = {"before": before, **repair_block(by_phase[before].values(), by_phase[after].values(),
-                                                                 questions, run.kg)}
+        report[after]["from"] = {"before": before, **_repair_counts(departures[before], by_phase[after])}
     return report

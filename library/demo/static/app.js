@@ -148,27 +148,24 @@ function renderRunInfo() {
     }
     box.appendChild(t);
   }
-  const adds = rewardAdds(r.metrics || {});
-  if (adds.length) {
-    const list = el("ul", { class: "reward-adds", id: "reward-adds" });
-    for (const line of adds) list.appendChild(el("li", {}, line));
-    const sec = el("div", { class: "reward-adds-box" });
-    sec.appendChild(el("b", {}, "What the graph's reward adds, measured on this run (paired, 95% intervals)"));
-    sec.appendChild(list);
-    box.appendChild(sec);
-  }
-  const repairs = repairLines(r.repairs || [], r.departure_words || {});
-  if (repairs.length) {
-    const list = el("ul", { class: "reward-adds", id: "repairs" });
-    for (const line of repairs) list.appendChild(el("li", {}, line));
-    const sec = el("div", { class: "reward-adds-box" });
-    sec.appendChild(el("b", {}, "What each RL phase made right, by why the phase before was wrong (eval, question by question)"));
-    sec.appendChild(list);
-    box.appendChild(sec);
-  }
+  noteBox(box, "reward-adds", "What the graph's reward adds, measured on this run (paired, 95% intervals)",
+    rewardAdds(r.metrics || {}));
+  noteBox(box, "repairs", "What each RL phase made right, by why the phase before was wrong (eval, question by question)",
+    repairLines(r.repairs || [], r.departure_words || {}));
   if (r.n_missing_questions) {
     box.appendChild(el("div", { class: "notice" }, `${r.n_missing_questions} episode question(s) not found in the question files (no graph for them), e.g. ${r.missing_questions.slice(0, 3).join(", ")}`));
   }
+}
+
+// A titled list of sentences under the headline, left out when there are none.
+function noteBox(box, id, title, lines) {
+  if (!lines.length) return;
+  const list = el("ul", { class: "reward-adds", id });
+  for (const line of lines) list.appendChild(el("li", {}, line));
+  const sec = el("div", { class: "reward-adds-box" });
+  sec.appendChild(el("b", {}, title));
+  sec.appendChild(list);
+  box.appendChild(sec);
 }
 
 // The run's experiments against a right/wrong reward (metrics.json "ablation" and "selection"),

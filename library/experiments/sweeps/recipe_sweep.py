@@ -157,14 +157,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     finals = {}
     for name in args.cases.split(","):
-        overrides = {"model": args.model, "sft": CASES[name]}
-        if args.seed is not None:
-            overrides["seed"] = args.seed
-        if args.data_dir:
-            overrides["data_dir"] = str(args.data_dir)
-        if args.eval_max_new_tokens:
-            overrides["eval"] = {"max_new_tokens": args.eval_max_new_tokens}
-        cfg = load_config(args.profile, overrides=overrides)
+        cfg = load_config(args.profile, overrides=sweep_overrides(
+            CASES[name], model=args.model, seed=args.seed, data_dir=args.data_dir,
+            eval_max_new_tokens=args.eval_max_new_tokens))
         torch.set_num_threads(cfg.threads or torch.get_num_threads())
         set_seed(cfg.seed)
         data = load_data(cfg)
@@ -244,6 +239,25 @@ def main() -> None:
         final["steps"] = res.steps
         finals[name] = final
     print(json.dumps(finals))
+
+
+def sweep_overrides(sft: dict, *, model: str | None = None, seed: int | None = None,
+                    data_dir: Path | None = None, eval_max_new_tokens: int = 0) -> dict:
+    """The profile overrides of a sweep case: its ``sft`` section and the options given.
+
+    >>> sweep_overrides({"n_questions": 600}, seed=3, eval_max_new_tokens=150)
+    {'sft': {'n_questions': 600}, 'seed': 3, 'eval': {'max_new_tokens': 150}}
+    """
+    overrides: dict = {"sft": sft}
+    if model:
+        overrides["model"] = model
+    if seed is not None:
+        overrides["seed"] = seed
+    if data_dir:
+        overrides["data_dir"] = str(data_dir)
+    if eval_max_new_tokens:
+        overrides["eval"] = {"max_new_tokens": eval_max_new_tokens}
+    return overrides
 
 
 def sweep_on_splits(cases: dict[str, dict], default_data_dir: Path, **dataset_options) -> None:

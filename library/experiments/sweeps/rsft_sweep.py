@@ -83,7 +83,7 @@ def main() -> None:
     from transformers import set_seed
 
     from library.experiments.sweeps.dev_judge import DevJudge, record
-    from library.experiments.sweeps.recipe_sweep import CASES
+    from library.experiments.sweeps.recipe_sweep import CASES, sweep_overrides
     from library.experiments.sweeps.step_order_experiment import CASES as ORDER_CASES, DATA_DIR as ORDER_DATA_DIR
     from library.config import load_config
     from library.model.load import load_tokenizer
@@ -99,15 +99,9 @@ def main() -> None:
         ap.error(f"--sft-case {args.sft_case!r} is no case of recipe_sweep.py or step_order_experiment.py")
     if args.sft_case in ORDER_CASES and args.data_dir is None:
         args.data_dir = ORDER_DATA_DIR  # the splits the case was trained on
-    common: dict = {"sft": ORDER_CASES[args.sft_case] if args.sft_case in ORDER_CASES else CASES[args.sft_case]}
-    if args.model:
-        common["model"] = args.model
-    if args.sft_seed is not None:
-        common["seed"] = args.sft_seed
-    if args.data_dir:
-        common["data_dir"] = str(args.data_dir)
-    if args.eval_max_new_tokens:
-        common["eval"] = {"max_new_tokens": args.eval_max_new_tokens}
+    common = sweep_overrides(ORDER_CASES[args.sft_case] if args.sft_case in ORDER_CASES else CASES[args.sft_case],
+                             model=args.model, seed=args.sft_seed, data_dir=args.data_dir,
+                             eval_max_new_tokens=args.eval_max_new_tokens)
     cfg0 = load_config(args.profile, overrides=common)
     keep = (lambda label: args.episodes / f"rsft-{args.sft_case}-seed{cfg0.seed}-{label}.jsonl") if args.episodes else (lambda label: None)
     torch.set_num_threads(cfg0.threads or torch.get_num_threads())
