@@ -46,8 +46,8 @@ CASES = {
     # finding 41 made wrong on training data, without fewer facts inside TRACEs (finding 43's price)
     "order_copy_hop3_short300_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [3],
                                                     "extra_questions": {1: 150, 2: 150}},
-    # the full profile's SFT (4 passes over the facts) at quick's size: the reference SFT, trained
-    # so, stopped short on 6 of 300 eval answers, quick's keyed SFT with 2 passes on 22 of 150
+    # the full profile's SFT (4 passes over the facts) at quick's size: does knowing the facts also
+    # keep the chain going where 2 passes stopped after the third step? (finding 62)
     "order_copy_hop3_full_lr2e-4_k4_q600": {**_COMMON, "knowledge_epochs": 4, "question_hops": [3]},
 }
 
