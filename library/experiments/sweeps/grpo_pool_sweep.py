@@ -16,8 +16,10 @@ trained on (did RL move what it trained on?).
         --arms paper+edges@0,paper+edges+correctness@0 --out data/experiments/quick-selection/grpo_pool.jsonl
 
 ``--grpo`` overrides the profile's GRPO settings (not ``n_prompts`` or ``enabled``, which decide
-SFT's rows: the run's selection must stay the run's). One JSON line per arm is appended to
-``--out`` as it finishes, then one line with the pooled comparisons.
+SFT's rows: the run's selection must stay the run's); the seed is the run's own (its meta.json).
+One JSON line per arm is appended to ``--out`` as it finishes, then one line with the pooled
+comparisons; ``--episodes DIR`` keeps the dev answers (``start.jsonl``, ``<arm>.jsonl``) so that
+arms of different runs can be paired over seeds later (docs/FINDINGS.md finding 63).
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     help="also judge on this many training questions of the pool's hops that no phase trained "
                          "on and the pool did not sample (did GRPO learn its pool, or the pool's kind of question?)")
     ap.add_argument("--no-monitor", action="store_true", help="train every arm without the reward-hacking monitor")
+    ap.add_argument("--episodes", type=Path, default=None,
+                    help="keep each arm's dev episodes as EPISODES/<arm>.jsonl (and start.jsonl), to pair arms "
+                         "of different runs later")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
@@ -90,10 +95,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if {"n_prompts", "enabled"} & set(overrides):
         raise SystemExit("--grpo: n_prompts and enabled decide SFT's rows; the run's own values stay")
     arms = parse_arms(args.arms)
-    config = load_config(args.profile, overrides={"grpo": overrides})
     run = RunDir.open(args.run)
-    meta_pool = ((run.read_meta().get("selection") or {}).get("grpo_pool") or {}).get("ids")
+    meta = run.read_meta()
+    # the run's own seed (`kgr train --seed N` is not written into its profile.yaml) draws its selection
+    seed_override = {"seed": meta["seed"]} if isinstance(meta.get("seed"), int) else {}
+    config = load_config(args.profile, overrides={"grpo": overrides, **seed_override})
+    meta_pool = ((meta.get("selection") or {}).get("grpo_pool") or {}).get("ids")
     work = run.path / "grpo_pool_sweep"
+    keep = (lambda label: args.episodes / f"{label}.jsonl") if args.episodes else (lambda label: None)
     lines: list[dict] = []
     with run_precision(config):
         config, context, backend = start_backend(config, run)
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                            seed=config.seed, cache=work / POOL_FILE)
             pool_seconds = round(time.perf_counter() - t0, 1)
             start.eval()
-            start_block, start_eps = judge.episodes(start, Path(tmp), "start", phase="grpo")
+            start_block, start_eps = judge.episodes(start, Path(tmp), "start", phase="grpo", keep=keep("start"))
             held_start = heldout.episodes(start, Path(tmp) / "heldout", "start", phase="grpo") if heldout else None
             # The kept prompts were chosen on one draw of the start's samples, so that draw's pass
             # rates are biased towards the middle; a second draw is the fair "before" for the arms.
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 model.eval()
                 held = heldout.episodes(model, Path(tmp) / "heldout", label, phase="grpo") if heldout else None
                 after = pool_pass_rates(model, tokenizer, pool, g, RewardModel.from_preset(kg, "correctness"), seed)
-                block, eps = judge.episodes(model, Path(tmp), label, phase="grpo")
+                block, eps = judge.episodes(model, Path(tmp), label, phase="grpo", keep=keep(label))
                 model.unload()
                 paired = compare_phases(start_eps + eps, "dev", "start", label)
                 by_id = {e.ex_id: bool(e.correct) for e in eps}
