@@ -165,6 +165,10 @@ class PoolSettings(_Strict):
     k_samples: int = Field(8, ge=2)  # a pass rate of k/8 tells 0 < p < 1 apart from 0 or 1 at p >= 1/8
     max_prompts: int = Field(64, ge=1)  # the most kept, nearest half right first
     gen_batch_size: int = Field(128, ge=1)  # rows sampled at once (as rsft.gen_batch_size)
+    # Re-estimate each prompt's pass rate from its latest GRPO group (num_generations fresh samples
+    # of the current policy), draw only prompts still mixed, and end the phase when none is left
+    # (library/train/pool.py LivePoolSampler; works on the held-out pool too: unknown is mixed).
+    refresh: bool = False
 
     @field_validator("splits")
     @classmethod

@@ -220,3 +220,51 @@ def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
     assert [e["step"] for e in eps] == [1, 1, 2, 2]
     assert not [e for e in eps if e["completion"].startswith("stale")]
     assert [p["step"] for p in result.curve] == [1, 2]
+
+
+@pytest.mark.slow
+def test_refreshed_pool_drops_prompts_by_their_groups_ends_early_and_resumes_the_same(data, tmp_path):
+    """``grpo.pool.refresh``: each step's prompts come from the pass rates of the phase's own
+    groups (two steps back), a prompt whose group had no right/wrong spread is not drawn again,
+    the phase ends once none is left mixed, and a phase killed after step 2 draws the same prompts."""
+    from library.config import GRPOSettings, LoraSettings
+    from library.train.grpo import run_grpo
+    from library.model.load import load_model
+    from library.train.checkpoints import add_lora, load_adapter, save_adapter
+    from library.train.pool import LivePoolSampler
+
+    model, tok = load_model("tiny")
+    qs = [q for q in data["train"] if q.hop_len == 1][:3]
+    start = add_lora(model, LoraSettings())
+    save_adapter(start, tmp_path / "start")
+    base = start.unload()
+    rm = RewardModel.from_preset(data["kg"], "toy")
+    common = dict(prompts_per_step=1, num_generations=2, max_completion_length=8, save_steps=1,
+                  learning_rate=1e-3, pool={"refresh": True})
+
+    def train(run, max_steps, ck):
+        nonlocal base
+        trained, result = run_grpo(load_adapter(base, tmp_path / "start", trainable=True), tok, qs,
+                                   GRPOSettings(max_steps=max_steps, **common), rm, run, ckpt_dir=ck,
+                                   adapter_dir=tmp_path / f"ad-{ck.name}", seed=0)
+        base = trained.unload()
+        return result
+
+    whole = RunDir.create(tmp_path, "whole")
+    result = train(whole, 6, tmp_path / "ck-whole")
+    eps = whole.read_episodes(phase="grpo")
+    # The untrained tiny model never answers right, so each group retires its prompt; step t sees steps <= t-2.
+    assert not any(e.correct for e in eps)
+    live = LivePoolSampler([q.id for q in qs], None, k=2, prompts_per_step=1, group=2, repeat=1, max_steps=6, seed=0)
+    order = [live.prompts_for(1)[0], live.prompts_for(2)[0]]
+    third = next(q.id for q in qs if q.id not in order)
+    assert [(e.step, e.ex_id) for e in eps] == [(t, i) for t, i in enumerate(order + [third, third], 1) for _ in range(2)]
+    assert result.steps == 4 and result.learned_at == 4
+    assert result.draws == {order[0]: 1, order[1]: 1, third: 2}
+
+    cut = RunDir.create(tmp_path, "cut")
+    train(cut, 2, tmp_path / "ck-cut")
+    resumed = train(cut, 6, tmp_path / "ck-cut")
+    assert resumed.resumed_from.endswith("checkpoint-2")
+    assert [(e.step, e.ex_id) for e in cut.read_episodes(phase="grpo")] == [(e.step, e.ex_id) for e in eps]
+    assert resumed.steps == 4 and resumed.learned_at == 4

@@ -163,3 +163,20 @@ def test_the_start_up_estimate_counts_the_pass_rate_sampling(tiny):
     assert list(plan).index("grpo_pool") == list(plan).index("grpo") - 1
     assert plan["grpo_pool"].sample_decode_steps > 0 and plan["grpo_pool"].sample_prefill_tokens > 0
     assert plan["grpo_pool"].decode_steps == 0  # RL's draws are sampled, at the sampling precision
+
+
+def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):
+    """``kgr train --seed 2`` writes the seed into meta.json, not into the profile: a sweep on the
+    run's adapters (grpo_pool_sweep, selection_dev, ...) must draw that seed's selection."""
+    from library.experiments import ExperimentError, run_profile
+    from library.runs.folder import RunDir
+
+    run = RunDir.create(tmp_path, "run")
+    run.write_meta({"profile": "quick", "seed": 2})
+    config = run_profile(run, overrides={"grpo": {"pool": {"refresh": True}}, "seed": 7})
+    assert config.seed == 2 and config.profile == "quick" and config.grpo.pool.refresh
+    assert run_profile(run, "full").profile == "full"
+    bare = RunDir.create(tmp_path, "bare")
+    bare.write_meta({})
+    with pytest.raises(ExperimentError, match="names no profile"):
+        run_profile(bare)

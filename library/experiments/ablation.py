@@ -50,13 +50,14 @@ def run_ablation(policy: Callable[[str], Any], tokenizer, config: TrainConfig, d
 
     start = policy(config.grpo.init_from)
     # the main GRPO phase's prompts (by pass rate: read from its cache, or drawn again the same way)
-    pool, _ = grpo_prompts(start, tokenizer, selection, config.grpo, RewardModel.from_preset(data.kg, config.grpo.reward_preset),
+    pool, pool_info = grpo_prompts(start, tokenizer, selection, config.grpo, RewardModel.from_preset(data.kg, config.grpo.reward_preset),
                            seed=config.seed, cache=run.path / "checkpoints" / "grpo" / POOL_FILE)
     monitor = live_monitor("grpo", config.monitor, pool, data.kg, console)
     model, res = run_grpo(start, tokenizer, pool, config.grpo, reward, sub,
                           ckpt_dir=run.path / "checkpoints" / "ablation" / preset,
                           adapter_dir=run.path / "adapters" / "ablation" / preset,
-                          seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True, monitor=monitor)
+                          seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True, monitor=monitor,
+                          pass_rates=(pool_info or {}).get("right_kept"))
     # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
     if is_writer():
         filter_episodes(sub, lambda ep: ep.get("kind") != EVAL_KIND)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -144,9 +144,10 @@ class RolloutLog:
     everywhere.
     """
 
-    def __init__(self, scorer: RolloutScorer, run, *, keep_steps: bool = False):
+    def __init__(self, scorer: RolloutScorer, run, *, keep_steps: bool = False, live: Any = None):
         self.scorer = scorer
         self.run = run
+        self.live = live  # a LivePoolSampler that re-estimates pass rates from each step's groups
         # keep_steps: hold each step's episodes until take_step() hands them to the monitor
         self.steps: dict[int, list[Episode]] | None = {} if keep_steps else None
 
@@ -159,6 +160,8 @@ class RolloutLog:
             if self.steps is not None:
                 self.steps.setdefault(batch.step, []).extend(episodes)
             logged.extend(episodes)
+        if self.live is not None:
+            self.live.observe_episodes(logged)
         return logged
 
     def take_step(self, step: int) -> list[Episode]:
@@ -188,6 +191,8 @@ class GRPOResult:
     resumed_from: str | None = None
     reward_weights: dict[str, float] = field(default_factory=dict)
     stopped_by_monitor: dict[str, Any] | None = None  # {"step", "rule"} when the monitor ended the phase
+    learned_at: int | None = None  # grpo.pool.refresh: the step after which no prompt was left mixed
+    draws: dict[str, int] = field(default_factory=dict)  # grpo.pool.refresh: groups drawn per prompt
 
 
 def pipeline_rollout_func(tokenizer, settings: GRPOSettings, seed: int):
@@ -318,9 +323,25 @@ def micro_batches(completions_per_step: int, micro_batch: int | None) -> tuple[i
     return size, completions_per_step // size
 
 
+def _learned_callback(live, ended: dict[str, int]):
+    """Ends the phase with a checkpoint once no prompt is left mixed (``grpo.pool.refresh``)."""
+    from transformers import TrainerCallback
+
+    class _Learned(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            step = int(state.global_step)
+            if step < args.max_steps and live.learned_after(step):
+                ended["step"] = step
+                control.should_save = True
+                control.should_training_stop = True
+
+    return _Learned()
+
+
 def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
-             resume: bool = True, callbacks: list | None = None, monitor: Any = None):
+             resume: bool = True, callbacks: list | None = None, monitor: Any = None,
+             pass_rates: dict[str, int] | None = None):
     """Phase 4 on ``model`` (a PeftModel with a trainable "default" adapter). Returns ``(model, GRPOResult)``.
 
     ``questions`` is the RL pool (training questions held out of SFT). Rollouts already logged
@@ -329,6 +350,11 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     ``monitor`` (a :class:`library.evaluation.monitor.PhaseMonitor`) judges every step from its rollouts
     and the trainer's KL; a stop saves a checkpoint at that step and ends training there (the
     adapter saved as the phase's result is the policy of that step).
+
+    With ``settings.pool.refresh`` each step's prompts are drawn by :class:`library.train.pool.LivePoolSampler`
+    from the pass rates of the phase's own groups, starting from ``pass_rates`` (the starting
+    policy's right counts of ``settings.pool.k_samples``, if sampled); the phase ends when no
+    prompt is left mixed.
     """
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -356,8 +382,19 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         _seed_monitor(monitor, run, resume_from)
         if monitor.stop_report is not None:  # the interrupted process had stopped here: go no further
             max_steps = min(max_steps, monitor.stop_report.step)
+    live = None
+    if settings.pool.refresh:
+        from library.train.pool import LivePoolSampler
+
+        live = LivePoolSampler([q.id for q in questions], pass_rates, k=settings.pool.k_samples,
+                               prompts_per_step=min(settings.prompts_per_step, len(questions)),
+                               group=settings.num_generations, repeat=1, max_steps=max_steps, seed=seed)
+        live.observe_episodes(ep for ep in run.iter_episodes(phase="grpo") if ep.kind == ROLLOUT_KIND)
+        if keep_upto and live.learned_after(keep_upto):  # the interrupted process had ended here
+            max_steps = min(max_steps, keep_upto)
+        live.max_steps = max_steps
     scorer = RolloutScorer(questions, reward_model, forbidden_ids=forbidden_ids)
-    rollout_log = RolloutLog(scorer, run, keep_steps=monitor is not None)
+    rollout_log = RolloutLog(scorer, run, keep_steps=monitor is not None, live=live)
     funcs, weights = scorer.reward_functions()
     rows = [{"prompt": format_prompt(tokenizer, q.prompt), "ex_id": q.id} for q in questions]
     completions_per_step = settings.prompts_per_step * settings.num_generations
@@ -392,14 +429,27 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     import os
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.x; we test it
-    trainer = GRPOTrainer(
+    trainer_class = GRPOTrainer
+    if live is not None:
+        index_of = {q.id: i for i, q in enumerate(questions)}
+
+        class _LivePoolTrainer(GRPOTrainer):
+            def _get_train_sampler(self, dataset=None):
+                live.shape(self.args.generation_batch_size // self.num_generations,
+                           self.num_iterations * self.args.steps_per_generation)
+                return live.sampler(index_of)
+
+        trainer_class = _LivePoolTrainer
+    learned: dict[str, int] = {}
+    trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=[_trainer_log_callback(trainer_logs), rollout_log.callback(),
-                   *([_monitor_callback(monitor, rollout_log)] if monitor is not None else []), *(callbacks or [])],
+                   *([_monitor_callback(monitor, rollout_log)] if monitor is not None else []),
+                   *([_learned_callback(live, learned)] if live is not None else []), *(callbacks or [])],
         rollout_func=pipeline_rollout_func(tokenizer, settings, seed) if settings.pipeline_generator else None,
     )
     report = trainable_report(trainer.model)
@@ -424,6 +474,11 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         curve=curve, seconds=seconds, resumed_from=str(resume_from) if resume_from else None,
         reward_weights=dict(scorer.weights),
         stopped_by_monitor={"step": stop.step, "rule": stop.rule} if stop is not None else None,
+        learned_at=learned.get("step") or (int(trainer.state.global_step) if live is not None
+                                            and int(trainer.state.global_step) < settings.max_steps
+                                            and live.learned_after(int(trainer.state.global_step)) else None),
+        draws=dict(Counter(i for t in range(1, int(trainer.state.global_step) + 1) for i in live.prompts_for(t)))
+        if live is not None else {},
     )
 
 

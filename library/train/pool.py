@@ -26,6 +26,22 @@ group's correctness), at most ``pool.max_prompts``:
 
 The estimates are cached beside GRPO's checkpoints (``pool.json``): a resumed phase and the
 reward ablation train on the same prompts without sampling again.
+
+**Re-estimated as it learns** (``pool.refresh``): every GRPO group is ``num_generations`` fresh
+samples of its prompt from the current policy, so it is a new estimate of that prompt's pass rate
+at no extra cost. :class:`LivePoolSampler` draws each step's prompts from those still mixed by
+their latest estimate (least drawn first), and the phase ends early once none is left:
+
+>>> s = LivePoolSampler(["a", "b", "c"], {"a": 4, "b": 8, "c": 2}, k=8, prompts_per_step=1, group=2, repeat=1,
+...                     max_steps=3, seed=0)
+>>> s.prompts_for(1), s.prompts_for(2)       # "b" was 8/8 before RL: not drawn
+(['c'], ['a'])
+>>> s.observe(1, {"c": (2, 2)})               # step 1's group of "c": both right, so "c" is learned
+>>> s.prompts_for(3), s.learned_after(3)      # step 3 sees step 1 (two steps back): only "a" is left
+(['a'], False)
+>>> s.observe(2, {"a": (0, 2)})               # step 2's group of "a": none right
+>>> s.learned_after(3)                        # step 4 would see steps 1-2: nothing is mixed
+True
 """
 
 from __future__ import annotations
@@ -112,6 +128,7 @@ def choose_pool(model, tokenizer, candidates: Sequence[Any], settings, reward_mo
                          f"candidates right in all or none of {k} samples; nothing for GRPO to learn from "
                          f"(histogram {histogram(right, k=k)}): try other grpo.pool.hops or splits")
     summary = {"candidates": len(candidates), "k": k, "kept": len(pool), "ids": [q.id for q in pool],
+               "right_kept": {q.id: right[q.id] for q in pool},  # the start's counts (grpo.pool.refresh begins there)
                "hops": dict(sorted(Counter(q.hop_len for q in pool).items())),
                "before": histogram(right, k=k),
                "kept_before": histogram({q.id: right[q.id] for q in pool}, k=k),
@@ -148,3 +165,99 @@ def _mixed_share(rights: Sequence[int], k: int, group: int) -> float | None:
     the estimated pass rates (what TRL's ``frac_reward_zero_std`` is, less, under a right/wrong reward)."""
     return round(sum(mixed_group_chance(r / k, group) for r in rights) / len(rights), 4) if rights else None
 
+
+
+class LivePoolSampler:
+    """GRPO's prompt order with pass rates re-estimated from its own groups (``grpo.pool.refresh``).
+
+    A prompt's estimate is its latest group's right count (or the starting policy's ``first``
+    count of ``k`` before it is drawn; unknown counts as mixed). Step ``t`` draws
+    ``prompts_per_step`` prompts whose estimate is strictly between 0 and 1, the least drawn
+    first (ties: a seeded order), filled with the least-drawn others when too few are mixed (a
+    step keeps its shape). Step ``t`` reads only the groups of steps up to ``t - 2``: the data
+    loader fetches a step's prompts up to one step ahead, so this is the rule that a fresh and a
+    resumed phase both keep. It yields TRL's RepeatSampler layout: each prompt ``group`` times
+    in a row, each step's block ``repeat`` times (TRL's steps per generation).
+    """
+
+    def __init__(self, ids: Sequence[str], first: dict[str, int] | None, *, k: int, prompts_per_step: int,
+                 group: int, repeat: int, max_steps: int, seed: int):
+        import random
+
+        self.ids = list(ids)
+        self.first = {i: (int(first[i]), k) for i in self.ids if first and i in first}
+        self.group, self.max_steps = group, max_steps
+        self.shape(prompts_per_step, repeat)
+        order = list(range(len(self.ids)))
+        random.Random(f"{seed}:live_pool").shuffle(order)
+        self.tiebreak = {self.ids[j]: rank for rank, j in enumerate(order)}
+        self.observed: dict[int, dict[str, tuple[int, int]]] = {}
+
+    def shape(self, prompts_per_step: int, repeat: int) -> None:
+        """Prompts a step (over all processes) and TRL's repeats of a step's block, as the trainer has them."""
+        if prompts_per_step > len(self.ids):
+            raise ValueError(f"grpo.pool.refresh: {prompts_per_step} prompts a step from a pool of {len(self.ids)}")
+        self.prompts_per_step, self.repeat = prompts_per_step, repeat
+        self._chosen = {}
+
+    def observe(self, step: int, groups: dict[str, tuple[int, int]]) -> None:
+        """Step ``step``'s groups: ``{prompt id: (right, samples)}``."""
+        self.observed[int(step)] = dict(groups)
+
+    def observe_episodes(self, episodes: Iterable[Any]) -> None:
+        """The groups of logged GRPO rollouts (a step's, or a resumed phase's whole log)."""
+        steps: dict[int, dict[str, list[int]]] = {}
+        for ep in episodes:
+            tally = steps.setdefault(int(ep.step), {}).setdefault(ep.ex_id, [0, 0])
+            tally[0] += int(bool(ep.correct))
+            tally[1] += 1
+        for step, groups in steps.items():
+            self.observe(step, {i: (r, n) for i, (r, n) in groups.items()})
+
+    def estimates(self, step: int) -> dict[str, tuple[int, int] | None]:
+        """Each prompt's latest ``(right, samples)`` as step ``step`` sees it (groups up to ``step - 2``)."""
+        est: dict[str, tuple[int, int] | None] = {i: self.first.get(i) for i in self.ids}
+        for s in sorted(t for t in self.observed if t <= step - 2):
+            for i, rn in self.observed[s].items():
+                if i in est:
+                    est[i] = rn
+        return est
+
+    def mixed(self, step: int) -> list[str]:
+        """The prompts still worth a group at ``step``: estimate strictly between 0 and 1, or none yet."""
+        return [i for i, rn in self.estimates(step).items() if rn is None or 0 < rn[0] < rn[1]]
+
+    def learned_after(self, step: int) -> bool:
+        """Whether no prompt is left mixed for the step after ``step``: the phase has nothing to learn."""
+        return not self.mixed(step + 1)
+
+    def prompts_for(self, step: int) -> list[str]:
+        """The prompt ids of step ``step`` (1-based; the same on every process and on a resumed run)."""
+        if step not in self._chosen:
+            drawn: dict[str, int] = {i: 0 for i in self.ids}
+            for t in range(1, step):
+                for i in self.prompts_for(t):
+                    drawn[i] += 1
+            mixed = set(self.mixed(step))
+            rank = sorted(self.ids, key=lambda i: (i not in mixed, drawn[i], self.tiebreak[i]))
+            self._chosen[step] = rank[:self.prompts_per_step]
+        return self._chosen[step]
+
+    def sampler(self, index_of: dict[str, int]):
+        """A torch Sampler over the phase's dataset rows (``index_of``: prompt id -> row)."""
+        from torch.utils.data import Sampler
+
+        live = self
+
+        class _Live(Sampler):
+            def __len__(self):
+                return live.max_steps * live.prompts_per_step * live.group * live.repeat
+
+            def __iter__(self):
+                for step in range(1, live.max_steps + 1):
+                    rows = [index_of[i] for i in live.prompts_for(step)]
+                    for _ in range(live.repeat):
+                        for row in rows:
+                            yield from [row] * live.group
+
+        return _Live()

@@ -62,10 +62,9 @@ def heldout_questions(config, data, selection, n: int) -> list:
 def main(argv: list[str] | None = None) -> list[dict]:
     from transformers import set_seed
 
-    from library.config import load_config
     from library.evaluation.evaluate import compare_phases
     from library.evaluation.monitor import live_monitor
-    from library.experiments import start_backend
+    from library.experiments import run_profile, start_backend
     from library.experiments.sweeps.dev_judge import DevJudge, record
     from library.model.precision import run_precision, sampling_precision
     from library.runs.folder import RunDir
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path, help="a finished run folder (its adapters are the start)")
-    ap.add_argument("--profile", required=True, help="the run's own profile")
+    ap.add_argument("--profile", default=None, help="the run's own profile (default: the one its meta.json names)")
     ap.add_argument("--grpo", default="{}", help="JSON overrides of the profile's grpo section")
     ap.add_argument("--arms", default="paper+edges@0,paper+edges+correctness@0", help="<reward preset>@<seed>, comma-separated")
     ap.add_argument("--n-dev", type=int, default=100)
@@ -88,6 +87,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--episodes", type=Path, default=None,
                     help="keep each arm's dev episodes as EPISODES/<arm>.jsonl (and start.jsonl), to pair arms "
                          "of different runs later")
+    ap.add_argument("--name", default="",
+                    help="a suffix for the arms' names and folders, so that arms of other --grpo settings "
+                         "(e.g. pool.refresh) are trained, not read back from another setting's adapters")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
@@ -97,9 +99,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     arms = parse_arms(args.arms)
     run = RunDir.open(args.run)
     meta = run.read_meta()
-    # the run's own seed (`kgr train --seed N` is not written into its profile.yaml) draws its selection
-    seed_override = {"seed": meta["seed"]} if isinstance(meta.get("seed"), int) else {}
-    config = load_config(args.profile, overrides={"grpo": overrides, **seed_override})
+    config = run_profile(run, args.profile, {"grpo": overrides})
     meta_pool = ((meta.get("selection") or {}).get("grpo_pool") or {}).get("ids")
     work = run.path / "grpo_pool_sweep"
     keep = (lambda label: args.episodes / f"{label}.jsonl") if args.episodes else (lambda label: None)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             record(args.out, head)
             outcomes: dict[tuple[str, int], list[bool]] = {}
             for preset, seed in arms:
-                name = f"{preset}@{seed}"
+                name = f"{preset}@{seed}" + (f"-{args.name}" if args.name else "")
                 label = re.sub(r"\W", "_", name)
                 set_seed(seed)
                 reward = RewardModel.from_preset(kg, preset)
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     model, res = run_grpo(backend.policy(g.init_from), tokenizer, pool, g, reward, sub,
                                           ckpt_dir=work / label / "checkpoints", adapter_dir=adapter_dir,
                                           seed=seed, forbidden_ids=selection.forbidden_ids, resume=True,
-                                          monitor=monitor)
+                                          monitor=monitor, pass_rates=(pool_info or {}).get("right_kept"))
                 train_s = time.perf_counter() - t0
                 model.eval()
                 held = heldout.episodes(model, Path(tmp) / "heldout", label, phase="grpo") if heldout else None
@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                                       / max(1, len(curve)), 3),
                         "max_kl": max((p.get("kl") or 0.0 for p in curve), default=0.0),
                         "stopped_by_monitor": res.stopped_by_monitor if res is not None else None,
+                        **({"pool_learned_at": res.learned_at, "draws": res.draws}
+                           if res is not None and g.pool.refresh else {}),
                         "train_seconds": round(train_s, 1),
                         "curve": [{k: p.get(k) for k in ("step", "reward_total", "accuracy", "frac_reward_zero_std", "kl")}
                                   for p in curve]}

@@ -35,7 +35,8 @@ def main() -> None:
 
     import torch
 
-    from library.config import load_config
+    from library.experiments import run_profile
+    from library.runs.folder import RunDir
     from library.stats import paired_difference
     from library.model.generate import GenerationStats, generate_completions
     from library.model.load import load_model
@@ -46,7 +47,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     run = REPO / args.run
     meta = json.loads((run / "meta.json").read_text())
-    cfg = load_config(meta["profile"], overrides={"seed": meta["seed"], "model": meta["model"]["spec"]["spec"]})
+    cfg = run_profile(RunDir.open(run), overrides={"model": meta["model"]["spec"]["spec"]})
     data = load_data(cfg)
     selection = make_selection(cfg, data)
     wanted = meta["selection"]["eval"]["ids"]

@@ -84,17 +84,17 @@ def draw(args) -> dict:
     """One draw in this process (the parent set its environment): RSFT's samples, scored."""
     import torch
 
-    from library.config import load_config
-    from library.experiments import start_backend
+    from library.experiments import run_profile, start_backend
     from library.model.precision import using_precision
     from library.runs.folder import RunDir
     from library.scoring.reward import RewardModel
     from library.train.rsft import sample_rsft, score_and_select
 
     torch.set_num_threads(1 if args.variant == "threads1" else args.threads)
-    config = load_config(args.profile)
+    run = RunDir.open(args.run)
+    config = run_profile(run, args.profile)
     with using_precision("float32", args.precision, sampling=args.precision):
-        config, context, backend = start_backend(config, RunDir.open(args.run))
+        config, context, backend = start_backend(config, run)
         questions = context.selection.rsft_prompts[: args.n_prompts]
         model = backend.policy("sft")
         model.eval()

@@ -21,8 +21,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from library.config import load_config
-    from library.experiments import start_backend
+    from library.experiments import run_profile, start_backend
     from library.experiments.sweeps.dev_judge import DevJudge
     from library.jsonl import atomic_write_json
     from library.model.precision import run_precision
@@ -33,13 +32,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--profile", default=None, help="the run's own profile (default: the one its meta.json names)")
     ap.add_argument("--n-dev", type=int, default=100)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
-    config = load_config(args.profile)
     run = RunDir.open(args.run)
+    config = run_profile(run, args.profile)
     adapters = run.path / "adapters"
     arms = {f"reward-seed{config.seed}": adapters / "rsft"}
     arms.update({p.name: p for p in sorted((adapters / "selection").iterdir()) if p.is_dir()})

@@ -77,7 +77,8 @@ class TorchBackend(PhaseBackend):
             self.trained, res = run_grpo(start, ctx.tokenizer, pool, config.grpo, reward, ctx.run,
                                          ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
                                          forbidden_ids=selection.forbidden_ids, resume=True,
-                                         monitor=self.phase_monitor("grpo", pool))
+                                         monitor=self.phase_monitor("grpo", pool),
+                                         pass_rates=(pool_info or {}).get("right_kept"))
             info = grpo_info(res)
             if pool_info is not None:
                 info["pool"] = {**pool_info, **pool_pass_rates(self.trained, ctx.tokenizer, pool, config.grpo, reward,
@@ -129,4 +130,6 @@ def grpo_info(res) -> dict[str, Any]:
     return {"steps": res.steps, "n_prompts": res.n_prompts, "n_episodes": res.n_episodes,
             "curve": res.curve, "seconds": res.seconds, "resumed_from": res.resumed_from,
             "reward_weights": res.reward_weights,
-            **({"stopped_by_monitor": res.stopped_by_monitor} if res.stopped_by_monitor else {})}
+            **({"stopped_by_monitor": res.stopped_by_monitor} if res.stopped_by_monitor else {}),
+            **({"pool_learned_at": res.learned_at} if res.learned_at else {}),
+            **({"draws": res.draws} if res.draws else {})}
