@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -323,7 +323,7 @@ def micro_batches(completions_per_step: int, micro_batch: int | None) -> tuple[i
     return size, completions_per_step // size
 
 
-def _learned_callback(live, ended: dict[str, int]):
+def _learned_callback(live):
     """Ends the phase with a checkpoint once no prompt is left mixed (``grpo.pool.refresh``)."""
     from transformers import TrainerCallback
 
@@ -331,7 +331,6 @@ def _learned_callback(live, ended: dict[str, int]):
         def on_step_end(self, args, state, control, **kwargs):
             step = int(state.global_step)
             if step < args.max_steps and live.learned_after(step):
-                ended["step"] = step
                 control.should_save = True
                 control.should_training_stop = True
 
@@ -440,7 +439,6 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
                 return live.sampler(index_of)
 
         trainer_class = _LivePoolTrainer
-    learned: dict[str, int] = {}
     trainer = trainer_class(
         model=model,
         reward_funcs=funcs,
@@ -449,7 +447,7 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
         processing_class=tokenizer,
         callbacks=[_trainer_log_callback(trainer_logs), rollout_log.callback(),
                    *([_monitor_callback(monitor, rollout_log)] if monitor is not None else []),
-                   *([_learned_callback(live, learned)] if live is not None else []), *(callbacks or [])],
+                   *([_learned_callback(live)] if live is not None else []), *(callbacks or [])],
         rollout_func=pipeline_rollout_func(tokenizer, settings, seed) if settings.pipeline_generator else None,
     )
     report = trainable_report(trainer.model)
@@ -468,17 +466,16 @@ def run_grpo(model, tokenizer, questions: Sequence[Any], settings: GRPOSettings,
     history = list(trainer.state.log_history)
     curve = curve_from_episodes(run.iter_episodes(phase="grpo"), history)
     peft_model.eval()
+    steps = int(trainer.state.global_step)
     return peft_model, GRPOResult(
-        adapter_dir=Path(adapter_dir), steps=int(trainer.state.global_step), n_prompts=len(questions),
+        adapter_dir=Path(adapter_dir), steps=steps, n_prompts=len(questions),
         n_episodes=sum(1 for ep in run.iter_episodes(phase="grpo") if ep.kind == ROLLOUT_KIND),
         curve=curve, seconds=seconds, resumed_from=str(resume_from) if resume_from else None,
         reward_weights=dict(scorer.weights),
         stopped_by_monitor={"step": stop.step, "rule": stop.rule} if stop is not None else None,
-        learned_at=learned.get("step") or (int(trainer.state.global_step) if live is not None
-                                            and int(trainer.state.global_step) < settings.max_steps
-                                            and live.learned_after(int(trainer.state.global_step)) else None),
-        draws=dict(Counter(i for t in range(1, int(trainer.state.global_step) + 1) for i in live.prompts_for(t)))
-        if live is not None else {},
+        # ended here by the learned callback, or by the interrupted process it resumes
+        learned_at=steps if live is not None and steps < settings.max_steps and live.learned_after(steps) else None,
+        draws=dict(live.draws(steps)) if live is not None else {},
     )
 
 

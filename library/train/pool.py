@@ -231,13 +231,14 @@ class LivePoolSampler:
         """Whether no prompt is left mixed for the step after ``step``: the phase has nothing to learn."""
         return not self.mixed(step + 1)
 
+    def draws(self, upto: int) -> Counter:
+        """How many groups of each prompt steps 1..``upto`` draw."""
+        return Counter(i for t in range(1, upto + 1) for i in self.prompts_for(t))
+
     def prompts_for(self, step: int) -> list[str]:
         """The prompt ids of step ``step`` (1-based; the same on every process and on a resumed run)."""
         if step not in self._chosen:
-            drawn: dict[str, int] = {i: 0 for i in self.ids}
-            for t in range(1, step):
-                for i in self.prompts_for(t):
-                    drawn[i] += 1
+            drawn = self.draws(step - 1)
             mixed = set(self.mixed(step))
             rank = sorted(self.ids, key=lambda i: (i not in mixed, drawn[i], self.tiebreak[i]))
             self._chosen[step] = rank[:self.prompts_per_step]
