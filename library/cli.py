@@ -356,8 +356,10 @@ def diagnose(
 ) -> None:
     """Why a run's answers are wrong: per phase, where each eval TRACE first leaves its gold path
     (relation: lost its place in the question's chain; fact: wrong object of the right
-    relation; short / long: stopped early or went on), read from the stored claims; and which of
-    the phase before's wrong answers, by kind, each phase made right."""
+    relation; short / long: stopped early or went on), read from the stored claims; what a
+    training chain can show of them (fact; within its length; beyond it, where every training
+    chain rewards the wrong choice as right); and which of the phase before's wrong answers, by
+    kind, each phase made right."""
     from library.evaluation.diagnosis import diagnose_run
     from library.jsonl import atomic_write_json
 
@@ -375,10 +377,17 @@ def diagnose(
             where = f" ({steps[worst]} at step {worst.split('@')[1]})" if worst else ""
             parts.append(f"{kind} {count}{where}")
         typer.echo(f"{phase:<5} n={block['n']:<4} wrong={block['n_wrong']:<4} first departure: " + " | ".join(parts))
+        if block["n_wrong"] and "wrong_by_reach" in block:
+            by = block["wrong_by_reach"]
+            typer.echo(f"{'':<6}what a training chain (<= {block['longest_trained']} steps) shows of them: fact {by['fact']} | "
+                       f"within {by['within']} | beyond {by['beyond']}")
         if "from" in block and block["from"]["wrong"]:
             came = block["from"]
             fixed = " | ".join(f"{kind} {came['repaired'][kind]}/{count}" for kind, count in came["wrong"].items())
             typer.echo(f"{'':<6}right now, of {came['before']}'s wrong: {fixed}; right before, wrong now: {came['broken']}")
+            if "wrong_by_reach" in came:
+                typer.echo(f"{'':<6}  by reach: " + " | ".join(
+                    f"{where} {came['repaired_by_reach'][where]}/{count}" for where, count in came["wrong_by_reach"].items()))
     if out is not None:
         atomic_write_json(out, {"run": str(run), "split": split, "phases": report})
 

@@ -229,6 +229,9 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
             assert len(repairs) == 2 and repairs[0].startswith(f"RSFT made right, of SFT's {sum(came['wrong'].values())} wrong: ")
             assert f"{came['repaired']['fact']} of {came['wrong']['fact']} a fact not recalled" in repairs[0]
             assert f"turned {came['broken']} right answer" in repairs[0] and repairs[1].startswith("GRPO made right, of RSFT's")
+            # and how many of them no training question could show (past its 3 steps)
+            assert (f"{came['repaired_by_reach']['beyond']} of the {came['wrong_by_reach']['beyond']} that left the path "
+                    "past the longest training chain, 3 steps") in repairs[0]
             ctx.close()
     finally:
         _stop(proc)

@@ -160,3 +160,50 @@ def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error():
     result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "food"), "--kg", str(REPO / "data" / "kg.json")])
     assert result.exit_code == 2, result.output
     assert "kg.json" in result.output and "which this graph does not hold" in result.output
+
+
+def test_reach_tells_what_a_three_step_training_chain_can_show_of_a_departure():
+    """A 4-5-hop answer that takes the question's last step at step 3 and ends there, or leaves
+    the path after step 3, chose what every 3-step training chain rewards as right: ``beyond``;
+    a fact not recalled is ``fact`` at any step; an early stop at step 3 is ``within``."""
+    kg = load_kg(REPO / "data" / "kg.json")
+    reward = RewardModel.from_preset(kg, "paper+edges")
+    q = next(x for x in _questions(60) if x.hop_len == 5)
+    e = q.path_star.edges
+    wrong_letter = "A" if q.answer_star != "A" else "B"
+
+    def trace(claims):
+        return "TRACE: " + ", ".join(f"{kg.label(s)} {kg.relation_label(r)} {kg.label(d)}" for s, r, d in claims) + \
+            f".\nANSWER: {wrong_letter}"
+
+    gold = [(x.src, x.rel, x.dst) for x in e]
+    other = lambda src, rel, not_dst: next(x.dst for x in kg.edges if x.rel == rel and x.dst != not_dst)
+    last_rel = e[-1].rel
+    answers = {
+        "took_last": trace(gold[:2] + [(e[2].src, last_rel, other(e[2].src, last_rel, e[2].dst))]),
+        "fact4": trace(gold[:3] + [(e[3].src, e[3].rel, other(e[3].src, e[3].rel, e[3].dst))]),
+        "stopped4": trace(gold[:3]),
+        "stopped3": trace(gold[:2]),
+    }
+    expected = {"took_last": "beyond", "fact4": "fact", "stopped4": "beyond", "stopped3": "within"}
+    for name, completion in answers.items():
+        block = departure_block([_episode(reward, q, completion)], {q.id: q}, kg, longest_trained=3)
+        assert block["n_wrong"] == 1, name
+        assert block["wrong_by_reach"] == {w: int(w == expected[name]) for w in ("fact", "within", "beyond")}, name
+    # with 5-step training chains every one of them could show on a training prompt
+    block = departure_block([_episode(reward, q, answers["took_last"])], {q.id: q}, kg, longest_trained=5)
+    assert block["wrong_by_reach"] == {"fact": 0, "within": 1, "beyond": 0}
+    # without a training length nothing is placed
+    assert "wrong_by_reach" not in departure_block([_episode(reward, q, answers["fact4"])], {q.id: q}, kg)
+
+
+def test_committed_quick_sft_leaves_most_wrong_answers_beyond_what_training_chains_show():
+    # The measurement behind docs/FINDINGS.md finding 65 (seed 0), read from the committed log.
+    report = diagnose_run(REPO / "data" / "runs" / "quick")
+    sft = report["sft"]
+    assert sft["longest_trained"] == 3
+    assert sft["wrong_by_reach"] == {"fact": 6, "within": 2, "beyond": 20}
+    assert sum(sft["wrong_by_reach"].values()) == sft["n_wrong"]
+    came = report["rsft"]["from"]
+    assert came["wrong_by_reach"] == sft["wrong_by_reach"]
+    assert sum(came["repaired_by_reach"].values()) == sum(came["repaired"].values())

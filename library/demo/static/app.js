@@ -194,7 +194,11 @@ function repairLines(repairs, words) {
   return repairs.filter((b) => Object.keys(b.wrong).length).map((b) => {
     const total = Object.values(b.wrong).reduce((a, v) => a + v, 0);
     const kinds = Object.entries(b.wrong).map(([k, n]) => `${b.repaired[k]} of ${n} ${words[k] || k}`).join("; ");
-    return `${b.phase.toUpperCase()} made right, of ${b.before.toUpperCase()}'s ${total} wrong: ${kinds}; ` +
+    // what a training chain can show of them (kgr diagnose's reach): RL's prompts are training questions
+    const r = b.wrong_by_reach, fixed = b.repaired_by_reach;
+    const reach = r ? ` (${fixed.beyond} of the ${r.beyond} that left the path past the longest training chain, ` +
+      `${b.longest_trained} steps, where every training question rewards the wrong step as right)` : "";
+    return `${b.phase.toUpperCase()} made right, of ${b.before.toUpperCase()}'s ${total} wrong: ${kinds}${reach}; ` +
       `and turned ${b.broken} right answer${b.broken === 1 ? "" : "s"} wrong`;
   });
 }
