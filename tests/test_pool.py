@@ -172,9 +172,10 @@ def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):
     from library.runs.folder import RunDir
 
     run = RunDir.create(tmp_path, "run")
-    run.write_meta({"profile": "quick", "seed": 2})
+    run.write_meta({"profile": "quick", "seed": 2, "config": {"model": "tiny"}})
     config = run_profile(run, overrides={"grpo": {"pool": {"refresh": True}}, "seed": 7})
     assert config.seed == 2 and config.profile == "quick" and config.grpo.pool.refresh
+    assert config.model == "tiny"  # `kgr train --model tiny`: the run's model, not the profile's
     assert run_profile(run, "full").profile == "full"
     bare = RunDir.create(tmp_path, "bare")
     bare.write_meta({})

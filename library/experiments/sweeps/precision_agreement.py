@@ -46,8 +46,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     run = REPO / args.run
-    meta = json.loads((run / "meta.json").read_text())
-    cfg = run_profile(RunDir.open(run), overrides={"model": meta["model"]["spec"]["spec"]})
+    folder = RunDir.open(run)
+    meta = folder.read_meta()
+    cfg = run_profile(folder)  # the run's own profile, seed and model
     data = load_data(cfg)
     selection = make_selection(cfg, data)
     wanted = meta["selection"]["eval"]["ids"]
