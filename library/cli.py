@@ -379,8 +379,8 @@ def diagnose(
         typer.echo(f"{phase:<5} n={block['n']:<4} wrong={block['n_wrong']:<4} first departure: " + " | ".join(parts))
         if block["n_wrong"] and "wrong_by_reach" in block:
             by = block["wrong_by_reach"]
-            typer.echo(f"{'':<6}what a training chain (<= {block['longest_trained']} steps) shows of them: fact {by['fact']} | "
-                       f"within {by['within']} | beyond {by['beyond']}")
+            typer.echo(f"{'':<6}reach (training chains <= {block['longest_trained']} steps): fact {by['fact']} | "
+                       f"within {by['within']} | beyond {by['beyond']} (no training question shows these wrong)")
         if "from" in block and block["from"]["wrong"]:
             came = block["from"]
             fixed = " | ".join(f"{kind} {came['repaired'][kind]}/{count}" for kind, count in came["wrong"].items())

@@ -230,8 +230,8 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
             assert f"{came['repaired']['fact']} of {came['wrong']['fact']} a fact not recalled" in repairs[0]
             assert f"turned {came['broken']} right answer" in repairs[0] and repairs[1].startswith("GRPO made right, of RSFT's")
             # and how many of them no training question could show (past its 3 steps)
-            assert (f"{came['repaired_by_reach']['beyond']} of the {came['wrong_by_reach']['beyond']} that left the path "
-                    "past the longest training chain, 3 steps") in repairs[0]
+            assert (f"{came['repaired_by_reach']['beyond']} of the {came['wrong_by_reach']['beyond']} that no training "
+                    "question could show wrong: a step after step 3") in repairs[0]
             ctx.close()
     finally:
         _stop(proc)

@@ -207,3 +207,37 @@ def test_committed_quick_sft_leaves_most_wrong_answers_beyond_what_training_chai
     came = report["rsft"]["from"]
     assert came["wrong_by_reach"] == sft["wrong_by_reach"]
     assert sum(came["repaired_by_reach"].values()) == sum(came["repaired"].values())
+
+
+def test_reach_needs_the_runs_training_split_and_a_broken_one_is_an_error(tmp_path):
+    import shutil
+
+    from library.errors import DataFileError
+    from library.evaluation.diagnosis import diagnose_view, longest_trained
+    from library.runs.reader import RunView
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(REPO / "data" / "keyed" / "eval.jsonl", data / "eval.jsonl")
+    run = RunView.open(REPO / "data" / "runs" / "quick", data_dir=data)
+    # no training split: nothing placed, not even zeros for a phase with no wrong answer
+    assert longest_trained(run) is None
+    report = diagnose_view(run, split="eval")
+    assert all("wrong_by_reach" not in block and "longest_trained" not in block for block in report.values())
+    (data / "train.jsonl").write_text("{not json\n")
+    with pytest.raises(DataFileError):
+        longest_trained(RunView.open(REPO / "data" / "runs" / "quick", data_dir=data))
+    # RSFT on 4-5-hop prompts (train_hard) lengthens what the run trained on
+    hard = RunView.open(REPO / "data" / "runs" / "quick")
+    hard.config["rsft"] = {**hard.config.get("rsft", {}), "distribution": "hard"}
+    assert longest_trained(hard) == 5 and longest_trained(RunView.open(REPO / "data" / "runs" / "quick")) == 3
+
+
+def test_on_the_branching_food_run_every_wrong_answer_is_placed_once():
+    report = diagnose_run(REPO / "data" / "runs" / "food")
+    for block in report.values():
+        assert block["longest_trained"] == 3
+        assert sum(block["wrong_by_reach"].values()) == block["n_wrong"]
+    came = report["rsft"]["from"]
+    assert came["wrong_by_reach"] == report["sft"]["wrong_by_reach"]
+    assert sum(came["repaired_by_reach"].values()) == sum(came["repaired"].values())

@@ -172,10 +172,13 @@ def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):
     from library.runs.folder import RunDir
 
     run = RunDir.create(tmp_path, "run")
-    run.write_meta({"profile": "quick", "seed": 2, "config": {"model": "tiny"}})
+    run.write_meta({"profile": "quick", "seed": 2, "config": {"model": "tiny", "data_dir": "data/food",
+                                                              "kg_path": "data/food/kg.json"}})
     config = run_profile(run, overrides={"grpo": {"pool": {"refresh": True}}, "seed": 7})
     assert config.seed == 2 and config.profile == "quick" and config.grpo.pool.refresh
-    assert config.model == "tiny"  # `kgr train --model tiny`: the run's model, not the profile's
+    # `kgr train --model tiny --data-dir data/food`: the run's model and data, not the profile's
+    assert config.model == "tiny" and str(config.data_dir) == "data/food" and str(config.kg_path) == "data/food/kg.json"
+    assert run_profile(run, overrides={"model": "embedded"}).model == "embedded"  # a caller's override wins
     assert run_profile(run, "full").profile == "full"
     bare = RunDir.create(tmp_path, "bare")
     bare.write_meta({})

@@ -41,9 +41,9 @@ def reach(kind: str, hop: int | None, claims: Sequence[Claim], procedure: Sequen
           longest_trained: int) -> str:
     """Can a training chain of at most ``longest_trained`` steps tell this departure from the
     procedure? ``fact``: a fact not recalled (the facts are taught whatever a chain's length);
-    ``beyond``: no, the departure is past the longest training chain, or it takes the question's
-    last relation at that chain's last step and ends there (right on every such chain);
-    ``within``: yes.
+    ``beyond``: no: the departure comes after step ``longest_trained``, or at that step it takes
+    the question's last relation and states nothing else after (what every chain of that length
+    does right); ``within``: yes (on a question no longer than the training chains, always).
 
     ``procedure`` is the honest TRACE's claims ``(src, rel, dst, hop)``, as
     :func:`library.scoring.matching.first_departure` holds them. With 3-step training chains:
@@ -56,17 +56,20 @@ def reach(kind: str, hop: int | None, claims: Sequence[Claim], procedure: Sequen
     ('beyond', 'beyond')
     >>> reach("relation", 2, [c("A", "r", "B"), c("B", "r", "X")], walk, 3), reach("fact", 4, [], walk, 3)
     ('within', 'fact')
+    >>> reach("long", 4, took_last[:2] + [c("C", "r", "D"), c("D", "s", "F")], walk[:3], 3)  # a 3-hop question
+    'within'
     """
     if kind == "fact":
         return "fact"
-    if hop is None or hop < longest_trained:
+    if hop is None or hop < longest_trained or (procedure and procedure[-1][3] <= longest_trained):
         return "within"
     if hop > longest_trained:
         return "beyond"
-    # at the last trained step: the claims from there on all use the question's last relation
+    # at the last trained step: from the departing claim on, only the question's last relation
     last_rel = procedure[-1][1]
-    done = sum(1 for *_, h in procedure if h < hop)  # claims before this hop, all on the procedure
-    rest = claims[done:]
+    departed = next((i for i, (claim, step) in enumerate(zip(claims, procedure))
+                     if (claim.src, claim.rel, claim.dst) != step[:3]), len(claims))
+    rest = claims[departed:]
     return "beyond" if kind == "relation" and rest and all(cl.rel == last_rel for cl in rest) else "within"
 
 
@@ -141,7 +144,7 @@ def _departure_counts(departures: Mapping[str, tuple[Episode, str, str, str | No
         "wrong_by_step": _by_step(wrong_by_step),
         "right": _by_kind(right),
     }
-    if None not in wrong_by_reach:
+    if departures and all(where is not None for *_, where in departures.values()):
         block["wrong_by_reach"] = {where: wrong_by_reach[where] for where in REACH}
     return block
 
@@ -201,7 +204,7 @@ def _repair_counts(earlier: Mapping[str, tuple[Episode, str, str, str | None]],
         "repaired_by_step": {key: repaired_by_step[key] for key in _by_step(wrong_by_step)},
         "broken": broken,
     }
-    if None not in wrong_by_reach:
+    if earlier and all(where is not None for *_, where in earlier.values()):
         block["wrong_by_reach"] = {where: wrong_by_reach[where] for where in REACH}
         block["repaired_by_reach"] = {where: repaired_by_reach[where] for where in REACH}
     return block
@@ -222,13 +225,17 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
 
 def longest_trained(run: Any) -> int | None:
     """The most steps of a chain the run could train on: the longest question of its training
-    split (every SFT row, RSFT prompt and GRPO prompt is one of them), or None where the run's
-    data folder has no training split."""
-    try:
-        train = run.questions("train")
-    except (OSError, DataFileError):
+    split, and of ``train_hard`` where its RSFT or GRPO prompts may come from there (RSFT's
+    ``hard`` or ``mix`` distribution, ``grpo.pool.splits``); None where the run's data folder
+    has no training split. A training file that is there and broken is an error (DataFileError)."""
+    config = run.config or {}
+    rsft, pool = config.get("rsft") or {}, (config.get("grpo") or {}).get("pool") or {}
+    splits = ["train"]
+    if (rsft.get("enabled", True) and rsft.get("distribution") in ("hard", "mix")) or "train_hard" in (pool.get("splits") or []):
+        splits.append("train_hard")
+    if not run.questions_file("train").is_file():
         return None
-    return max((q.hop_len for q in train.values()), default=None)
+    return max((q.hop_len for split in splits for q in run.questions(split).values()), default=None)
 
 
 def diagnose_view(run: Any, split: str = "eval") -> dict[str, dict[str, Any]]:

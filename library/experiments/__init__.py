@@ -77,21 +77,22 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
 
 def run_profile(run: RunDir, profile: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """The profile a finished run was trained with (``profile``, else the one its meta.json names)
-    at the run's own seed and with its own model, ``overrides`` on top: what a sweep on the run's
-    saved adapters loads. ``kgr train --seed N --model M`` writes neither into the profile, and
-    the profile's own seed would draw another selection (other SFT rows, RL prompts and dev
-    questions) than the run's; its model another tokenizer and base."""
+    at the run's own seed, with its own model, data folder and graph, ``overrides`` on top (the
+    seed stays the run's): what a sweep on the run's saved adapters loads. ``kgr train --seed N
+    --model M --data-dir D`` writes none of them into the profile, and the profile's own seed
+    would draw another selection (other SFT rows, RL prompts and dev questions) than the run's;
+    its model another tokenizer and base; its data other questions."""
     from library.config import load_config
 
     meta = run.read_meta()
     profile = profile if profile is not None else meta.get("profile")
     if profile is None:
         raise ExperimentError(f"{run.path}: meta.json names no profile; give the run's own profile")
-    own: dict[str, Any] = {"seed": meta["seed"]} if isinstance(meta.get("seed"), int) else {}
-    model = (meta.get("config") or {}).get("model")
-    if isinstance(model, str):
-        own["model"] = model
-    return load_config(profile, overrides={**(overrides or {}), **own})
+    trained = meta.get("config") or {}
+    # what `kgr train` flags set beside the profile (--model, --data-dir, --kg), under the caller's overrides
+    own = {key: trained[key] for key in ("model", "data_dir", "kg_path") if isinstance(trained.get(key), str)}
+    seed = {"seed": meta["seed"]} if isinstance(meta.get("seed"), int) else {}
+    return load_config(profile, overrides={**own, **(overrides or {}), **seed})
 
 
 def start_backend(config: TrainConfig, run: RunDir, backend: Any = None, console: Console | None = None):

@@ -196,8 +196,8 @@ function repairLines(repairs, words) {
     const kinds = Object.entries(b.wrong).map(([k, n]) => `${b.repaired[k]} of ${n} ${words[k] || k}`).join("; ");
     // what a training chain can show of them (kgr diagnose's reach): RL's prompts are training questions
     const r = b.wrong_by_reach, fixed = b.repaired_by_reach;
-    const reach = r ? ` (${fixed.beyond} of the ${r.beyond} that left the path past the longest training chain, ` +
-      `${b.longest_trained} steps, where every training question rewards the wrong step as right)` : "";
+    const reach = r && r.beyond ? ` (${fixed.beyond} of the ${r.beyond} that no training question could show wrong: ` +
+      `a step after step ${b.longest_trained}, or the last relation taken at step ${b.longest_trained})` : "";
     return `${b.phase.toUpperCase()} made right, of ${b.before.toUpperCase()}'s ${total} wrong: ${kinds}${reach}; ` +
       `and turned ${b.broken} right answer${b.broken === 1 ? "" : "s"} wrong`;
   });
