@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.graph.oracle import question_walk, walk_claims
-from library.scoring.matching import DEPARTURES, first_departure
+from library.scoring.matching import DEPARTURES, departure_index, first_departure, held_procedure
 
 __all__ = ["REACH", "departure_block", "diagnose_run", "diagnose_view", "longest_trained", "reach", "repair_block"]
 
@@ -67,9 +67,7 @@ def reach(kind: str, hop: int | None, claims: Sequence[Claim], procedure: Sequen
         return "beyond"
     # at the last trained step: from the departing claim on, only the question's last relation
     last_rel = procedure[-1][1]
-    departed = next((i for i, (claim, step) in enumerate(zip(claims, procedure))
-                     if (claim.src, claim.rel, claim.dst) != step[:3]), len(claims))
-    rest = claims[departed:]
+    rest = claims[departure_index(claims, procedure):]
     return "beyond" if kind == "relation" and rest and all(cl.rel == last_rel for cl in rest) else "within"
 
 
@@ -91,8 +89,7 @@ def _departures(episodes: Iterable[Episode], questions: Mapping[str, Question], 
         kind, step = first_departure(ep.parsed.claims, question.path_star.edges, procedure)
         where = None
         if longest_trained is not None:
-            held = procedure if procedure is not None else [
-                (e.src, e.rel, e.dst, i) for i, e in enumerate(question.path_star.edges, start=1)]
+            held = held_procedure(question.path_star.edges, procedure)
             where = reach(kind, step, ep.parsed.claims, held, longest_trained)
         out[ep.ex_id] = (ep, kind, kind if step is None else f"{kind}@{step}", where)
     return out

@@ -32,8 +32,8 @@ from typing import Any, Iterable, Sequence
 from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion
 from library.graph.kg import KnowledgeGraph
 
-__all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "extract_claims", "first_departure",
-           "gold_edges_in_order", "is_grounded", "longest_increasing_subsequence"]
+__all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "departure_index", "extract_claims", "first_departure",
+           "gold_edges_in_order", "held_procedure", "is_grounded", "longest_increasing_subsequence"]
 
 
 
@@ -301,25 +301,52 @@ def first_departure(claims: Sequence[Claim], gold_edges: Sequence[Any],
     >>> first_departure([c("A", "r", "B"), c("B", "s", "C")], gold, walk)   # D was dropped
     ('branch', 1)
     """
-    expected = (list(procedure) if procedure is not None
-                else [(e.src, e.rel, e.dst, i) for i, e in enumerate(gold_edges, start=1)])
-    stated = {(s, r, d) for s, r, d, _ in expected}
-    for i, (src, rel, dst, hop) in enumerate(expected):
-        if i >= len(claims):
-            return "short", hop
-        claim = claims[i]
-        if (claim.src, claim.rel, claim.dst) == (src, rel, dst):
-            continue
-        if (claim.src, claim.rel, claim.dst) in stated:
-            return "branch", hop
-        if claim.rel != rel:
-            return "relation", hop
-        if claim.src != src:
-            return "subject", hop
-        return "fact", hop
-    if len(claims) > len(expected):
-        return "long", (expected[-1][3] + 1) if expected else 1
-    return "on_path", None
+    expected = held_procedure(gold_edges, procedure)
+    i = departure_index(claims, expected)
+    if i == len(expected):
+        if len(claims) > len(expected):
+            return "long", (expected[-1][3] + 1) if expected else 1
+        return "on_path", None
+    src, rel, _, hop = expected[i]
+    if i >= len(claims):
+        return "short", hop
+    claim = claims[i]
+    if (claim.src, claim.rel, claim.dst) in {(s, r, d) for s, r, d, _ in expected}:
+        return "branch", hop
+    if claim.rel != rel:
+        return "relation", hop
+    if claim.src != src:
+        return "subject", hop
+    return "fact", hop
+
+
+def held_procedure(gold_edges: Sequence[Any], procedure: Sequence[tuple[str, str, str, int]] | None = None
+                   ) -> list[tuple[str, str, str, int]]:
+    """The claims a TRACE is held against: ``procedure`` where given, else the gold path, one claim per hop.
+
+    >>> from library.contracts import PathEdge
+    >>> held_procedure([PathEdge(src="A", rel="r", dst="B"), PathEdge(src="B", rel="s", dst="C")])
+    [('A', 'r', 'B', 1), ('B', 's', 'C', 2)]
+    """
+    return (list(procedure) if procedure is not None
+            else [(e.src, e.rel, e.dst, i) for i, e in enumerate(gold_edges, start=1)])
+
+
+def departure_index(claims: Sequence[Claim], procedure: Sequence[tuple[str, str, str, int]]) -> int:
+    """The index of the first claim the procedure does not make at its turn (or of the first one
+    missing); ``len(procedure)`` when the claims make the whole procedure (perhaps with more after).
+
+    >>> c = lambda s, r, d: Claim(src=s, rel=r, dst=d, in_kg=True, on_gold_path=False)
+    >>> walk = [("A", "r", "B", 1), ("B", "s", "C", 2)]
+    >>> departure_index([c("A", "r", "B"), c("B", "r", "X")], walk), departure_index([c("A", "r", "B")], walk)
+    (1, 1)
+    >>> departure_index([c("A", "r", "B"), c("B", "s", "C"), c("C", "s", "D")], walk)
+    2
+    """
+    for i, (src, rel, dst, _) in enumerate(procedure):
+        if i >= len(claims) or (claims[i].src, claims[i].rel, claims[i].dst) != (src, rel, dst):
+            return i
+    return len(procedure)
 
 
 def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:
