@@ -374,6 +374,10 @@ def prepare(
     rate = fps or rate
     data = RunData.load(run or sb.run, kg=kg, questions=questions, kg_default=sb.kg, questions_default=sb.questions)
     shots = resolve_shots(sb, data)
+    if not shots:
+        # said here, in the storyboard's terms, rather than by the assembler much later
+        raise sb.fail(("shots",), f"every shot was skipped (their when: conditions are false for run "
+                                  f"{data.path}); nothing to render")
     stages["resolve"] = time.perf_counter() - t0
 
     # ---- narration first: it sets the length of `duration: narration` shots

@@ -9,6 +9,11 @@ every node, so we build plain Python values from the node tree while recording t
 each mapping key and sequence item (``LineMap``); pydantic's error location is then walked
 back through that map to the closest line.
 
+A storyboard is data, never code: its templates run in jinja2's immutable sandbox without the
+globals that reach Python (``cycler``, ``joiner``, ``lipsum``), a template that names a Python
+internal (``__class__``, ``_data``) is refused at load time, and the YAML is refused past
+``MAX_STORYBOARD_BYTES`` or when its aliases expand past ``MAX_YAML_NODES`` values.
+
 >>> sb = loads_storyboard('''
 ... title: Demo
 ... format: short
@@ -30,6 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+import jinja2.nodes
+import jinja2.sandbox
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -44,6 +51,13 @@ SHORT_MAX_SECONDS = 60.0
 XFADE_SECONDS = 0.3
 #: ``duration: narration`` = narration length + this padding (a breath before the cut).
 NARRATION_PAD_SECONDS = 0.4
+#: Storyboards are hand-written (the shipped ones are under 25 kB); anything larger is refused unread.
+MAX_STORYBOARD_BYTES = 1_000_000
+#: Values a storyboard may expand to, aliases counted at every use (the shipped ones have ~250):
+#: an alias bomb ("billion laughs") is refused here instead of filling memory.
+MAX_YAML_NODES = 20_000
+#: Nesting depth of a storyboard's values (the shipped ones reach 7); also stops a recursive alias.
+MAX_YAML_DEPTH = 50
 
 
 # --------------------------------------------------------------------------- YAML with lines
@@ -53,11 +67,13 @@ class LineMap:
     """Line numbers (1-based) of every mapping key / sequence item of a loaded YAML tree.
 
     ``lines[path]`` is the line where the value at ``path`` (a tuple of keys and indices)
-    starts; ``line_of(path)`` falls back to the closest ancestor that has one.
+    starts; ``line_of(path)`` falls back to the closest ancestor that has one. ``text_starts[path]``
+    is where a block scalar's (``|``, ``>``) text starts: the line after its key.
     """
 
     def __init__(self) -> None:
         self.lines: dict[tuple, int] = {}
+        self.text_starts: dict[tuple, int] = {}
 
     def line_of(self, path: tuple) -> int | None:
         path = tuple(path)
@@ -69,8 +85,18 @@ class LineMap:
             path = path[:-1]
 
 
-def _construct(node: yaml.Node, path: tuple, lines: LineMap, source: str) -> Any:
-    lines.lines.setdefault(path, node.start_mark.line + 1)
+def _construct(node: yaml.Node, path: tuple, lines: LineMap, source: str, budget: list[int] | None = None) -> Any:
+    # An alias is the same node object reached again, so counting visits counts the expansion.
+    budget = budget if budget is not None else [MAX_YAML_NODES]
+    budget[0] -= 1
+    line = node.start_mark.line + 1
+    if budget[0] < 0:
+        raise DataFileError(source, f"the storyboard expands to more than {MAX_YAML_NODES} values (YAML aliases "
+                                    f"repeated inside each other?); write the values out or use fewer aliases", line=line)
+    if len(path) > MAX_YAML_DEPTH:
+        raise DataFileError(source, f"values nested more than {MAX_YAML_DEPTH} levels deep (a YAML alias that "
+                                    f"contains itself?)", line=line)
+    lines.lines.setdefault(path, line)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
@@ -78,14 +104,17 @@ def _construct(node: yaml.Node, path: tuple, lines: LineMap, source: str) -> Any
             if key in out:
                 raise DataFileError(source, f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
             lines.lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, path + (key,), lines, source)
+            out[key] = _construct(value_node, path + (key,), lines, source, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             lines.lines[path + (i,)] = item.start_mark.line + 1
-            items.append(_construct(item, path + (i,), lines, source))
+            items.append(_construct(item, path + (i,), lines, source, budget))
         return items
+    if getattr(node, "style", None) in ("|", ">"):
+        # the text (and so line 1 of a template) starts on the line after the indicator
+        lines.text_starts[path] = line + 1
     return _scalar(node)
 
 
@@ -97,7 +126,11 @@ def _scalar(node: yaml.Node) -> Any:
 
 
 def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, LineMap]:
-    """Parse YAML into plain values plus a LineMap; syntax errors become DataFileError."""
+    """Parse YAML into plain values plus a LineMap; syntax errors, a text over
+    MAX_STORYBOARD_BYTES and aliases expanding past MAX_YAML_NODES become DataFileError."""
+    size = len(text.encode("utf-8"))
+    if size > MAX_STORYBOARD_BYTES:
+        raise DataFileError(source, f"storyboard is {size} bytes; at most {MAX_STORYBOARD_BYTES} are read")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -294,6 +327,10 @@ def load_storyboard(path: str | Path) -> Storyboard:
     path = Path(path)
     if not path.is_file():
         raise DataFileError(path, "storyboard file not found")
+    # checked before reading so that a huge file is never loaded into memory
+    size = path.stat().st_size
+    if size > MAX_STORYBOARD_BYTES:
+        raise DataFileError(path, f"storyboard is {size} bytes; at most {MAX_STORYBOARD_BYTES} are read")
     return loads_storyboard(path.read_text(encoding="utf-8"), path)
 
 
@@ -349,19 +386,86 @@ def phase_label(v: str) -> str:
 FILTERS = {"pct": pct, "pct1": pct1, "num": num, "ci": ci, "signed": signed, "signed_pct": signed_pct,
            "phase": phase_label, "points": points}
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+#: The sandbox refuses Python internals (``__class__``, ``_private``), unsafe calls and, being
+#: immutable, changes to the run data that later shots read.
+_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
+                                                    keep_trailing_newline=False)
 _ENV.filters.update(FILTERS)
+# cycler/joiner/lipsum are Python objects and functions a template could climb out of (and
+# lipsum writes megabytes on request); no storyboard needs them. range is the sandbox's bounded one.
+for _name in ("cycler", "joiner", "lipsum"):
+    _ENV.globals.pop(_name, None)
+
+#: what every template error that leaves the data says, before the detail
+OUTSIDE = "template reaches outside the storyboard's data"
+
+
+def _field_line(sb: Storyboard | None, path: tuple, lineno: int | None) -> int | None:
+    """The file line of line ``lineno`` (1-based) of the template at ``path``."""
+    if sb is None or sb.lines is None:
+        return None
+    line = sb.lines.text_starts.get(tuple(path)) or sb.lines.line_of(path)
+    # a multi-line template reports its own line; add it to the field's line
+    if line is not None and lineno:
+        line += lineno - 1
+    return line
+
+
+def _internal_name(tree: jinja2.nodes.Template) -> tuple[str, int] | None:
+    """A name in ``tree`` that starts with ``_`` and is read as an attribute or a key
+    (``x.__class__``, ``x['__globals__']``, ``x | attr('_data')``), with its template line.
+    No run data has such a field, and the known escapes from a jinja template all need one."""
+    for node in tree.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Filter)):
+        if isinstance(node, jinja2.nodes.Getattr):
+            name = node.attr
+        elif isinstance(node, jinja2.nodes.Getitem):
+            name = node.arg.value if isinstance(node.arg, jinja2.nodes.Const) else None
+        else:
+            arg = node.args[0] if node.name in ("attr", "map", "selectattr", "rejectattr", "sort", "groupby",
+                                                "sum", "unique", "min", "max") and node.args else None
+            name = arg.value if isinstance(arg, jinja2.nodes.Const) else None
+            name = next((kw.value.value for kw in node.kwargs if kw.key == "attribute"
+                         and isinstance(kw.value, jinja2.nodes.Const)), name)
+        # filters read dotted attribute paths (``map(attribute='a.__class__')``): check each part
+        if isinstance(name, str) and any(part.strip().startswith("_") for part in name.split(".")):
+            return name, node.lineno
+    return None
 
 
 def _compile(text: str, sb: Storyboard | None, path: tuple) -> jinja2.Template:
+    source = sb.source if sb else "<template>"
     try:
-        return _ENV.from_string(text)
+        tree = _ENV.parse(text)
     except jinja2.TemplateSyntaxError as exc:
-        line = sb.lines.line_of(path) if sb is not None and sb.lines is not None else None
-        # a multi-line template reports its own line; add it to the field's line
-        if line is not None and exc.lineno:
-            line += exc.lineno - 1
-        raise DataFileError(sb.source if sb else "<template>", f"bad template in {_dotted(path)}: {exc.message}", line=line) from None
+        raise DataFileError(source, f"bad template in {_dotted(path)}: {exc.message}",
+                            line=_field_line(sb, path, exc.lineno)) from None
+    # refused at load time, before any run data is read; the sandbox would stop it at render time
+    if (found := _internal_name(tree)) is not None:
+        name, lineno = found
+        raise DataFileError(source, f"{_dotted(path)}: {OUTSIDE}: {name!r} is a Python internal, not a field "
+                                    f"of the run's data", line=_field_line(sb, path, lineno))
+    try:
+        return _ENV.from_string(tree)
+    except jinja2.TemplateSyntaxError as exc:  # an unknown filter or test is found while compiling
+        raise DataFileError(source, f"bad template in {_dotted(path)}: {exc.message}",
+                            line=_field_line(sb, path, exc.lineno)) from None
+
+
+def _template_error(exc: Exception, field: str, sb: Storyboard | None, path: tuple) -> DataFileError:
+    """The DataFileError for ``exc`` raised while rendering the template ``field``: a sandbox
+    refusal says the template left the data, anything else is a bad template."""
+    if isinstance(exc, jinja2.sandbox.SecurityError):
+        message = f"{field}: {OUTSIDE}: {exc}"
+    else:
+        message = f"bad template in {field}: {exc}"
+    if sb is not None:
+        return sb.fail(path, message)
+    return DataFileError("<template>", message)
+
+
+#: errors a template's own expressions raise (a missing field, a filter given the wrong type,
+#: a division by zero, a sandbox refusal); others (a ShotError from ``made``) keep their meaning
+_TEMPLATE_ERRORS = (jinja2.TemplateError, TypeError, ValueError, LookupError, ArithmeticError, AttributeError)
 
 
 def _dotted(path: tuple) -> str:
@@ -373,10 +477,8 @@ def render_text(text: str, context: dict[str, Any], *, where: str, sb: Storyboar
     template = _compile(text, sb, path)
     try:
         return " ".join(template.render(**context).split())
-    except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError, KeyError) as exc:
-        if sb is not None:
-            raise sb.fail(path, f"bad template in {where}: {exc}") from None
-        raise DataFileError("<template>", f"bad template in {where}: {exc}") from None
+    except _TEMPLATE_ERRORS as exc:
+        raise _template_error(exc, where, sb, path) from None
 
 
 def evaluate_when(shot: Shot, context: dict[str, Any], sb: Storyboard, shot_index: int) -> bool:
@@ -384,12 +486,14 @@ def evaluate_when(shot: Shot, context: dict[str, Any], sb: Storyboard, shot_inde
     if shot.when is None:
         return True
     path = ("shots", shot_index, "when")
+    # the same load-time refusals as every other template (a Storyboard may be built in code)
+    _compile("{{ " + shot.when + " }}", sb, path)
     try:
         return bool(_ENV.compile_expression(shot.when, undefined_to_none=False)(**context))
     except jinja2.TemplateSyntaxError as exc:
         raise sb.fail(path, f"bad template in {_dotted(path)}: {exc.message}") from None
-    except (jinja2.UndefinedError, jinja2.TemplateError, TypeError, ValueError, KeyError) as exc:
-        raise sb.fail(path, f"bad template in {_dotted(path)}: {exc}") from None
+    except _TEMPLATE_ERRORS as exc:
+        raise _template_error(exc, _dotted(path), sb, path) from None
 
 
 def _walk_strings(obj: Any, fn, path: tuple = ()) -> Any:

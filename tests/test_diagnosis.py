@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 from library.questions.wording import reference_completion
 from library.cli import app
+from library.errors import DataFileError
 from library.contracts import Episode
 from library.evaluation.diagnosis import departure_block, diagnose_run, repair_block
 from library.jsonl import iter_jsonl
@@ -80,7 +82,11 @@ def test_repairs_count_the_earlier_wrong_answers_by_kind_that_the_later_phase_ge
 
 def test_committed_chain_order_reference_loses_its_place_more_than_its_facts():
     # The measurement behind docs/FINDINGS.md finding 40, read from the committed log.
-    report = diagnose_run(REPO / "data" / "experiments" / "reference-chain")
+    # the run was trained on the splits of its day, kept beside it (data/ has moved on: refused, below)
+    run = REPO / "data" / "experiments" / "reference-chain"
+    with pytest.raises(DataFileError, match="not the data"):
+        diagnose_run(run)
+    report = diagnose_run(run, data_dir=run / "data")
     assert set(report) == {"base", "sft", "rsft", "grpo"}
     sft = report["sft"]
     assert sft["n"] == 300 and sft["n_wrong"] == 126 == sum(sft["wrong"].values()) == sum(sft["wrong_by_step"].values())
@@ -155,9 +161,18 @@ def test_repairs_on_a_branching_graph_add_up_to_each_phase_change():
                 == report[after]["n_wrong"])
 
 
-def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error():
+def test_a_graph_that_lacks_the_questions_entities_is_a_clear_error(tmp_path):
     # the food run's questions read against the troubleshooting graph: named, not a traceback
     result = CliRunner().invoke(app, ["diagnose", str(REPO / "data" / "runs" / "food"), "--kg", str(REPO / "data" / "kg.json")])
+    assert result.exit_code == 2, result.output
+    assert "data/kg.json: not the data" in result.output and "pass --data / --kg" in result.output
+    # a run that recorded no data hashes (made by hand, or before they were recorded) gets as far as the questions
+    run = tmp_path / "food"
+    shutil.copytree(REPO / "data" / "runs" / "food", run, ignore=shutil.ignore_patterns("*_dev", "*sweep*"))
+    meta = json.loads((run / "meta.json").read_text())
+    del meta["data"]
+    (run / "meta.json").write_text(json.dumps(meta))
+    result = CliRunner().invoke(app, ["diagnose", str(run), "--kg", str(REPO / "data" / "kg.json")])
     assert result.exit_code == 2, result.output
     assert "kg.json" in result.output and "which this graph does not hold" in result.output
 

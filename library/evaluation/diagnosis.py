@@ -7,7 +7,7 @@ the right entity, wrong object) is knowledge the model lacks; a ``relation`` dep
 question's *i*-th relation not used at step *i*) is a model that knows its facts and lost its
 place in the chain, the length-generalization failure of docs/FINDINGS.md findings 12 and 24-29.
 
-    $ kgr diagnose data/experiments/reference-chain
+    $ kgr diagnose data/experiments/reference-chain --data data/experiments/reference-chain/data
     sft   n=300 wrong=126  relation 83 (62 at step 5) | short 22 | fact 21 | ...
 
 Each wrong answer is also placed by what RL on training prompts can show of it (``reach``): the

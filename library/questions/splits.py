@@ -10,35 +10,27 @@ membership tests, never iterated. Per-split generators are seeded with strings
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tqdm import tqdm
 
 from library.contracts import LETTERS, GoldPath, PathEdge, Question
 from library.errors import DataFileError
 from library.questions.distractors import distractor_candidates
-from library.jsonl import atomic_write_json, write_jsonl_atomic
+from library.jsonl import dumps_line
 from library.graph.kg import KnowledgeGraph, load_kg
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import make_question, question_id, shuffle_question, verify_unique
 from library.graph.check import WIDTHS, count_chains, smallest_width
 from library.graph.oracle import composable, oracle_report, question_walk, tree_width
+from library.questions.split_set import SPLIT_FILES, STATS_FILE, changed_files, write_split_set
 
-SPLIT_FILES = {
-    "train": "train.jsonl",
-    "eval": "eval.jsonl",
-    "train_hard": "train_hard.jsonl",
-    "eval_shuffled": "eval_shuffled.jsonl",
-    "dev": "dev.jsonl",
-}
-STATS_FILE = "stats.json"
 
 
 #: The oracle accuracy (every KG fact taught) the held-out splits must reach to be written.
@@ -47,6 +39,10 @@ MIN_ORACLE = 0.95
 
 class DatasetError(ValueError):
     """The KG cannot supply the requested questions under the uniqueness and leakage rules."""
+
+
+class OverwriteRefused(DatasetError):
+    """The output folder holds other splits and the caller declined to replace them."""
 
 
 
@@ -460,7 +456,7 @@ def source_kg(data_dir: str | Path) -> Path:
     raise DataFileError(data_dir, "has no stats.json naming its KG and no kg.json; pass --kg")
 
 
-def build_dataset(config: DatasetConfig) -> DatasetStats:
+def build_dataset(config: DatasetConfig, confirm: Callable[[list[str]], bool] | None = None) -> DatasetStats:
     """Generate all four splits from ``config.kg_path`` into ``config.out_dir`` and return stats.
 
     With ``config.max_width`` None, the narrowest width of :data:`WIDTHS` whose chains fill the
@@ -470,12 +466,14 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
 
     Raises :class:`library.errors.DataFileError` for a bad KG file and :class:`DatasetError`
     when the graph cannot supply the questions or (never expected) a check fails; in both
-    cases nothing is written.
+    cases nothing is written. Where ``config.out_dir`` already holds split files that would
+    change, ``confirm(names)`` is asked first (None: overwrite); the set is written whole
+    (:func:`library.questions.split_set.write_split_set`).
     """
     if Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
         raise DataFileError(config.out_dir, "is a file; --out takes the folder the splits are written to")
     if config.max_width is not None:
-        return _build_at_width(config)
+        return _build_at_width(config, confirm)
     kg = load_kg(config.kg_path)
     per_hop = -(-(config.n_eval + config.n_train_hard + config.n_dev) // len(config.eval_hops))
     report = {"chains": {str(h): {str(w): n for w, n in sorted(c.items())}
@@ -484,14 +482,16 @@ def build_dataset(config: DatasetConfig) -> DatasetStats:
     error: DatasetError | None = None
     for width in [w for w in WIDTHS if w >= first]:
         try:
-            return _build_at_width(replace(config, max_width=width))
+            return _build_at_width(replace(config, max_width=width), confirm)
+        except OverwriteRefused:
+            raise
         except DatasetError as exc:
             error = exc
     assert error is not None
     raise error
 
 
-def _build_at_width(config: DatasetConfig) -> DatasetStats:
+def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] | None = None) -> DatasetStats:
     t0 = time.perf_counter()
     kg = load_kg(config.kg_path)
     disable = None if config.progress is None else not config.progress
@@ -552,10 +552,12 @@ def _build_at_width(config: DatasetConfig) -> DatasetStats:
         max_width=config.width,
         widths={name: _width_counts(kg, qs) for name, qs in splits.items()},
     )
-    for name, qs in splits.items():
-        path = config.out_dir / SPLIT_FILES[name]
-        write_jsonl_atomic(path, qs)
-        stats.files[SPLIT_FILES[name]] = hashlib.sha256(path.read_bytes()).hexdigest()
+    files = {SPLIT_FILES[name]: "".join(dumps_line(q) for q in qs).encode("utf-8") for name, qs in splits.items()}
+    changed = changed_files(config.out_dir, files)
+    if changed and confirm is not None and not confirm(changed):
+        raise OverwriteRefused(f"{config.out_dir} already holds other splits ({', '.join(changed)} would change); "
+                               "nothing was written")
+    write_split_set(config.out_dir, files, stats_json := stats.to_json())
+    stats.files = stats_json["files"]
     stats.generation_seconds = round(time.perf_counter() - t0, 2)
-    atomic_write_json(config.out_dir / STATS_FILE, stats.to_json())
     return stats

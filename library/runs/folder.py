@@ -86,6 +86,7 @@ class RunDir:
         """
         import fcntl
 
+        created = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -100,6 +101,11 @@ class RunDir:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+            # a run refused before it wrote anything (bad data, bad settings) leaves no folder behind
+            if created and [p.name for p in self.path.iterdir()] == [LOCK]:
+                (self.path / LOCK).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.path.rmdir()
 
     # --------------------------------------------------------------------- meta
     def write_meta(self, meta: dict[str, Any]) -> None:

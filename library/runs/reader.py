@@ -23,6 +23,7 @@ Where a run's questions and KG come from, first found wins:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from functools import cached_property
@@ -33,8 +34,8 @@ from library.contracts import EVAL_KIND, PHASES, ROLLOUT_KIND, Episode, Question
 from library.errors import DataFileError
 from library.stats import mean_interval, wilson_interval
 from library.graph.kg import DEFAULT_KG_PATH, KnowledgeGraph, load_kg
-from library.jsonl import iter_jsonl, read_json
-from library.questions.splits import SPLIT_FILES, STATS_FILE
+from library.jsonl import iter_jsonl, read_json, sha256_file
+from library.questions.split_set import SPLIT_FILES, STATS_FILE
 from library.runs.folder import EPISODES, META, METRICS, RunDir
 
 DEFAULT_DATA_DIR = Path("data")
@@ -131,7 +132,38 @@ class RunView:
 
     @cached_property
     def kg(self) -> KnowledgeGraph:
+        self.check_data(self.kg_path, self._kg_name)
         return load_kg(self.kg_path)
+
+    def check_data(self, path: Path, name: str | None = None) -> None:
+        """Refuse to read ``path`` for this run when meta.json recorded the file (``data``: sha256
+        per file name, written when training started; ``name``: the recorded name, default
+        ``path``'s) with other content: the numbers shown would not be the run's. DataFileError
+        naming every file of the run's data that changed. A run's own copies are its own."""
+        recorded = self.meta.get("data") or {}
+        path = Path(path)
+        name = name or path.name
+        if name not in recorded or not path.is_file() or self.path in path.resolve().parents:
+            return
+        if _file_digest(path) == recorded[name]:
+            return
+        changed = [str(path)] + [str(p) for p, digest in self._data_files().items()
+                                 if p != path and p.is_file() and self.path not in p.resolve().parents
+                                 and _file_digest(p) != digest]
+        raise DataFileError(path, f"not the data {self.path} was trained on ({', '.join(changed)} differ"
+                                  f"{'s' if len(changed) == 1 else ''} from the sha256 in its meta.json: changed "
+                                  "since, or another folder); pass --data / --kg with the files it was trained on")
+
+    def _data_files(self) -> dict[Path, str]:
+        """The run's data files where this view reads them, with the sha256 meta.json recorded."""
+        kg_name = self._kg_name
+        return {(self.kg_path if name == kg_name else self.data_dir / name): digest
+                for name, digest in (self.meta.get("data") or {}).items()}
+
+    @property
+    def _kg_name(self) -> str:
+        """The name under which meta.json recorded the KG's hash."""
+        return Path(self.config.get("kg_path") or DEFAULT_KG_PATH).name
 
     def questions_file(self, split: str = "eval") -> Path:
         """The file the run's ``split`` questions come from."""
@@ -148,6 +180,7 @@ class RunView:
         """Every question of a split, by id (read once)."""
         if split not in self._questions:
             path = self.questions_file(split)
+            self.check_data(path)
             self._questions[split] = {q.id: q for _, q in iter_jsonl(path, Question)}
         return self._questions[split]
 
@@ -185,6 +218,17 @@ class RunView:
         except (OSError, DataFileError):
             return "chain"
         return str((stats or {}).get("step_order") or "chain")
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_at(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a file, computed once per (size, mtime): a page over many runs on the same data hashes it once."""
+    st = path.stat()
+    return _digest_at(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
 def eval_episodes(episodes: Iterable[Episode], *, phase: str, split: str, step: int | None = None) -> dict[str, Episode]:

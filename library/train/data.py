@@ -8,7 +8,6 @@ a hop-balanced subset of eval.jsonl. :func:`assert_training_only` runs on every 
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any, Iterable, Sequence
 from library.config import TrainConfig
 from library.contracts import Question
 from library.graph.kg import load_kg
-from library.jsonl import read_jsonl
+from library.jsonl import read_jsonl, sha256_file
 from library.questions.balance import select_balanced
-from library.questions.splits import SPLIT_FILES
+from library.questions.split_set import SPLIT_FILES, verify_split_set
 
 #: Splits nothing may train on (the shuffled copy is eval with its options reordered).
 EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
@@ -36,23 +35,18 @@ class DataBundle:
     dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (library/experiments/sweeps)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_data(config: TrainConfig) -> DataBundle:
+    """The run's splits and KG with their sha256 (meta.json records them); DataFileError where
+    the folder is not one complete split set (:func:`library.questions.split_set.verify_split_set`)."""
     data_dir = Path(config.data_dir)
+    verify_split_set(data_dir)
     splits = {}
     hashes = {}
     for name, filename in SPLIT_FILES.items():
         path = data_dir / filename
         splits[name] = read_jsonl(path, Question)
-        hashes[filename] = _sha256(path)
-    hashes[Path(config.kg_path).name] = _sha256(Path(config.kg_path))
+        hashes[filename] = sha256_file(path)
+    hashes[Path(config.kg_path).name] = sha256_file(Path(config.kg_path))
     return DataBundle(kg=load_kg(config.kg_path), hashes=hashes, **splits)
 
 

@@ -344,12 +344,11 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
     wait_for_everyone()  # every process has seen the folder as it was before the main one writes to it
     if not fresh and not resume:
         raise ResumeError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run")
+    t_start = time.perf_counter()
+    data = load_data(config)  # before the folder exists: bad data leaves no half-made run behind
+    selection = make_selection(config, data)
     if writer:
         run_dir.mkdir(parents=True, exist_ok=True)
-
-    t_start = time.perf_counter()
-    data = load_data(config)
-    selection = make_selection(config, data)
     with main_process_first():  # a model converted and cached on first use is written once
         base, tokenizer = load_model(config.model, device=backend.eval_device)
     meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
