@@ -388,8 +388,24 @@ FILTERS = {"pct": pct, "pct1": pct1, "num": num, "ci": ci, "signed": signed, "si
 
 #: The sandbox refuses Python internals (``__class__``, ``_private``), unsafe calls and, being
 #: immutable, changes to the run data that later shots read.
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False,
-                                                    keep_trailing_newline=False)
+class _BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """The sandbox, with ``*`` and ``**`` bounded: a caption never needs ``'x' * 10**9``, which
+    would hold a render for minutes and gigabytes."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):  # type: ignore[override]
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
+            raise jinja2.sandbox.SecurityError(f"power {right} is larger than a storyboard needs (at most 64)")
+        if operator == "*" and isinstance(left, int) and isinstance(right, (str, list, tuple)):
+            left, right = right, left
+        if operator == "*" and isinstance(left, (str, list, tuple)) and isinstance(right, int) \
+                and len(left) * right > 10_000:
+            raise jinja2.sandbox.SecurityError("a repeated text or list of over 10,000 items")
+        return super().call_binop(context, operator, left, right)
+
+
+_ENV = _BoundedSandbox(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
 _ENV.filters.update(FILTERS)
 # cycler/joiner/lipsum are Python objects and functions a template could climb out of (and
 # lipsum writes megabytes on request); no storyboard needs them. range is the sandbox's bounded one.

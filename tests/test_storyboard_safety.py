@@ -112,6 +112,15 @@ def test_the_globals_that_reach_python_are_gone(run_with_kg, name):
         render_text("{{ range(10 ** 9) | length }}", ctx, where="t")
 
 
+def test_templates_cannot_build_huge_values(run_with_kg):
+    # not code, but a render held for minutes and gigabytes: * and ** are bounded
+    ctx = RunData.load(run_with_kg).template_context()
+    assert render_text("{{ '-' * 3 }}{{ 2 ** 3 }}", ctx, where="t") == "---8"
+    for template in ("{{ ('x' * 1000000) | length }}", "{{ (1000000 * [1]) | length }}", "{{ (10 ** 100000) | string | length }}"):
+        with pytest.raises(DataFileError, match=OUTSIDE):
+            render_text(template, ctx, where="t")
+
+
 def test_shipped_templates_still_render(run_with_kg):
     # filters, loops, `set`, `selectattr`, `'%+d' % x` and `range` stay allowed
     for name in ("short", "explainer"):
