@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import unicodedata
 from collections import defaultdict
 from functools import cached_property
 from pathlib import Path
@@ -30,10 +32,70 @@ from typing import Any, Iterator
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from library.contracts import GoldPath, PathEdge
+from library.contracts import BLANK_TAG_RE, GoldPath, PathEdge
 from library.errors import DataFileError
 
 DEFAULT_KG_PATH = Path("data/kg.json")
+
+#: The longest label or id a graph may have: every prompt and TRACE that names an entity writes
+#: it out, and the committed graphs' longest is 37 characters, so a longer one is a mistake.
+MAX_LABEL_CHARS = 200
+
+# Text the completion format gives a meaning (library/scoring/answer_format.py, library/contracts.py),
+# each with what it means there: inside a label it is read as format, not as the entity's name.
+_FORMAT_MARKERS = (
+    (re.compile(r"(?<!\w)(?:trace|answer)[ \t*_`\u200b\u200c\u200d\u2060\ufeff]*[:\uff1a]", re.IGNORECASE),
+     "the keyword of a TRACE or ANSWER line"),
+    (BLANK_TAG_RE, "a blank tag, which the reward deletes from a TRACE before reading it"),
+    (re.compile(r"\([A-D]\)"), "an option's letter, which prompts and TRACEs write right after a label"),
+    (re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]"), "a line break, but a prompt writes each option on one line"),
+)
+
+
+def normalise_label(text: str) -> str:
+    """A label as the graph keeps it: Unicode NFC (one spelling for "é", composed or not), trimmed.
+
+    >>> normalise_label(" cafe\u0301 ") == "caf\u00e9"
+    True
+    """
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def _label_key(label: str) -> str:
+    """What two labels must differ in: more than case, spacing and Unicode form, which the
+    reward's matcher ignores (library/scoring/matching.py).
+
+    >>> _label_key("Clock  SKEW") == _label_key("clock skew")
+    True
+    """
+    return " ".join(unicodedata.normalize("NFC", label.casefold()).split())
+
+
+def format_marker(label: str) -> tuple[str, str] | None:
+    """The first marker of the completion format in ``label`` and what the format reads it as, or None.
+
+    >>> format_marker("disk full [Q] ANSWER: B")[0], format_marker("trace system calls")
+    ('[Q]', None)
+    >>> format_marker("answer: yes")
+    ('answer:', 'the keyword of a TRACE or ANSWER line')
+    """
+    found = [(m.start(), m.group().strip(" \t") or m.group(), meaning)
+             for regex, meaning in _FORMAT_MARKERS if (m := regex.search(label))]
+    if not found:
+        return None
+    _, marker, meaning = min(found, key=lambda f: f[0])
+    return marker, meaning
+
+
+def _label_problem(what: str, owner: str, label: str) -> str | None:
+    """Why ``label`` (already normalised) cannot be a label, or None when it can."""
+    if len(label) > MAX_LABEL_CHARS:
+        return (f"{what} of {owner!r} is {len(label)} characters long ({label[:30]!r}...); "
+                f"labels may have at most {MAX_LABEL_CHARS}")
+    marker = format_marker(label)
+    if marker is not None:
+        return f"{what} {label!r} of {owner!r} contains {marker[0]!r}, {marker[1]}; reword the label"
+    return None
 
 
 class Entity(BaseModel):
@@ -114,7 +176,7 @@ class KnowledgeGraph:
             line = _line_of_item(raw, section, index) if raw is not None else None
             return DataFileError(self.source, f"{section}[{index}]: {message}", line=line)
 
-        labels: dict[str, str] = {}
+        labels: dict[str, tuple[str, str, int]] = {}  # label key -> (entity id, its label, its index)
         types: dict[str, str] = {}  # folded spelling -> the first spelling seen
         for i, ent in enumerate(data.entities):
             if not ent.type.strip():
@@ -125,17 +187,36 @@ class KnowledgeGraph:
                                           "one type, one spelling")
             if ent.id in self.entities:
                 raise fail("entities", i, f"duplicate entity id {ent.id!r}")
-            if not ent.label.strip():
+            if len(ent.id) > MAX_LABEL_CHARS:
+                raise fail("entities", i, f"entity id {ent.id[:30]!r}... is {len(ent.id)} characters long; "
+                                          f"ids may have at most {MAX_LABEL_CHARS}")
+            label = normalise_label(ent.label)
+            if not label:
                 raise fail("entities", i, f"entity {ent.id!r} has an empty label")
-            key = ent.label.casefold()
+            problem = _label_problem("label", ent.id, label)
+            if problem:
+                raise fail("entities", i, problem)
+            key = _label_key(label)
             if key in labels:
-                raise fail("entities", i, f"label {ent.label!r} of {ent.id!r} is already used by {labels[key]!r}")
-            labels[key] = ent.id
-            self.entities[ent.id] = ent
+                other, other_label, j = labels[key]
+                line = _line_of_item(raw, "entities", j) if raw is not None else None
+                raise fail("entities", i, f"label {label!r} of {ent.id!r} is already used by {other!r} "
+                                          f"({other_label!r}{f', line {line}' if line else ''}): labels must differ "
+                                          "by more than case, spacing or Unicode form")
+            labels[key] = (ent.id, label, i)
+            # The graph keeps the normalised label, so prompts, options and the matcher all see one spelling.
+            self.entities[ent.id] = ent if label == ent.label else ent.model_copy(update={"label": label})
         for i, rel in enumerate(data.relations):
             if rel.id in self.relations:
                 raise fail("relations", i, f"duplicate relation id {rel.id!r}")
-            self.relations[rel.id] = rel
+            if len(rel.id) > MAX_LABEL_CHARS:
+                raise fail("relations", i, f"relation id {rel.id[:30]!r}... is {len(rel.id)} characters long; "
+                                           f"ids may have at most {MAX_LABEL_CHARS}")
+            label = normalise_label(rel.label)
+            problem = _label_problem("relation label", rel.id, label)
+            if problem:
+                raise fail("relations", i, problem)
+            self.relations[rel.id] = rel if label == rel.label else rel.model_copy(update={"label": label})
         seen: set[tuple[str, str, str]] = set()
         for i, edge in enumerate(data.edges):
             for end in (edge.src, edge.dst):
@@ -203,9 +284,19 @@ class KnowledgeGraph:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
+        except RecursionError:
+            # json's decoder recurses once per nesting level; no kg.json needs more than four.
+            raise DataFileError(path, "JSON nested too deeply to read") from None
         if not isinstance(obj, dict):
             raise DataFileError(path, "top level must be a JSON object with version, domain, entities, relations, edges")
-        return cls.from_dict(obj, source=path, raw=raw)
+        kg = cls.from_dict(obj, source=path, raw=raw)
+        # Checked here, not in from_dict: small in-memory graphs without edges serve the docs' examples.
+        for section, items in (("entities", kg.entities), ("edges", kg.edges)):
+            if not items:
+                key = raw.find(f'"{section}"')
+                line = raw.count("\n", 0, key) + 1 if key >= 0 else None
+                raise DataFileError(path, f"has no {section}: nothing to ask questions about", line=line)
+        return kg
 
     # ------------------------------------------------------------------ queries
     def label(self, entity_id: str) -> str:
@@ -240,8 +331,10 @@ class KnowledgeGraph:
         return self._undirected.get(entity_id, [])
 
     def entity_by_label(self, label: str) -> str | None:
-        """The id of the entity with this label (labels name entities in questions), or None."""
-        return self._by_label.get(label)
+        """The id of the entity with this label (labels name entities in questions), or None.
+        A label spelled in another Unicode form or with surrounding spaces finds it too."""
+        ident = self._by_label.get(label)
+        return ident if ident is not None else self._by_label.get(normalise_label(label))
 
     def reach(self, start: str, chain: list[str]) -> list[str]:
         """Sorted entities reachable from ``start`` by following the relations in ``chain``.

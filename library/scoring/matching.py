@@ -13,6 +13,10 @@ Design notes
   was ~7x slower in our measurements). The text is lower-cased once and the pattern is
   compiled case-sensitively over lower-cased labels: ``re.IGNORECASE`` disables the
   literal fast-path of ``sre`` branches and cost another 4x.
+* Labels arrive normalised (Unicode NFC, trimmed: library/graph/kg.py), and non-ASCII text is
+  brought to NFC before it is matched, so a "café" typed with a combining accent is found.
+  The pattern is built without recursion and nests at most :data:`_MAX_NESTING` groups deep,
+  so no label length reaches Python's recursion limit (``re`` compiles nested groups recursively).
 * Word boundaries are lookarounds ``(?<!\\w)`` / ``(?!\\w)`` rather than ``\\b``, because
   ``\\b`` misbehaves next to labels that start or end with punctuation ("C++", "502.").
 * Claims: in each clause (split at ``; . , ! ? :``, newlines, "and", "which", ...) an
@@ -26,6 +30,7 @@ Design notes
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_left
 from typing import Any, Iterable, Sequence
 
@@ -41,17 +46,29 @@ def _norm(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+#: How deep the trie is factored; below it, each node's aliases are one flat alternation, longest
+#: first, which matches the same (leftmost-longest) and keeps the nesting ``re`` recurses over bounded.
+_MAX_NESTING = 64
+
+
+def _alias_regex(alias: str) -> str:
+    return "".join(r"\s+" if ch == " " else re.escape(ch) for ch in alias)
+
+
 def _trie_pattern(aliases: Iterable[str]) -> str:
     """A regex alternation of ``aliases`` factored as a character trie.
 
     A space inside an alias matches any run of whitespace. At a node where one alias ends
     and a longer one continues, the continuation is tried first (greedy ``?``), which
-    makes the match the longest alias at that position.
+    makes the match the longest alias at that position. Built bottom-up with an explicit
+    stack: an alias of any length nests no Python calls.
 
     >>> _trie_pattern(["ntp", "ntp drift", "nat"])
     'n(?:at|tp(?:\\\\s+drift)?)'
     >>> re.fullmatch(_trie_pattern(["a b", "a"]), "a   b") is not None
     True
+    >>> _trie_pattern(["ab", "ac", "a"])
+    'a(?:b|c)?'
     """
     root: dict[str, dict] = {}
     for alias in aliases:
@@ -60,16 +77,74 @@ def _trie_pattern(aliases: Iterable[str]) -> str:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def emit(node: dict[str, dict]) -> str:
-        branches = [(r"\s+" if ch == " " else re.escape(ch)) + emit(node[ch]) for ch in sorted(node) if ch]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    def flat(node: dict[str, dict]) -> str:
+        """The aliases below ``node`` as one alternation, longest first (no nesting)."""
+        suffixes, todo = [], [(node, "")]
+        while todo:
+            at, prefix = todo.pop()
+            for ch, child in at.items():
+                if ch:
+                    todo.append((child, prefix + ch))
+                elif prefix:
+                    suffixes.append(prefix)
+        body = "|".join(_alias_regex(a) for a in sorted(suffixes, key=lambda a: (-len(a), a)))
         if "" in node:
-            return f"(?:{body})?"
-        return body
+            return f"(?:{body})?" if body else ""
+        return body if len(suffixes) == 1 else f"(?:{body})"
 
-    return emit(root)
+    # Post-order over the trie: a node's pattern is made once its children's are.
+    done: dict[int, str] = {}
+    stack: list[tuple[dict[str, dict], int, bool]] = [(root, 0, False)]
+    while stack:
+        node, depth, expanded = stack.pop()
+        if depth >= _MAX_NESTING:
+            done[id(node)] = flat(node)
+            continue
+        if not expanded:
+            stack.append((node, depth, True))
+            stack.extend((node[ch], depth + 1, False) for ch in node if ch)
+            continue
+        branches = [(r"\s+" if ch == " " else re.escape(ch)) + done.pop(id(node[ch])) for ch in sorted(node) if ch]
+        if not branches:
+            done[id(node)] = ""
+        elif "" in node:
+            # "(?:x|y)?", not "(?:(?:x|y))?": one group less to nest
+            done[id(node)] = f"(?:{'|'.join(branches)})?"
+        else:
+            done[id(node)] = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return done[id(root)]
+
+
+def _nfc(text: str) -> tuple[str, list[int] | None, list[int] | None]:
+    """``text`` in Unicode NFC, with the offset in ``text`` where each character starts and
+    ends (both None when nothing changed).
+
+    NFC never composes a character with an ASCII one after it, so each run from one ASCII
+    character to the next is normalised on its own, and a run that changed maps as a whole.
+
+    >>> _nfc("cafe\u0301 x")
+    ('café x', [0, 1, 2, 3, 5, 6], [1, 2, 3, 5, 6, 7])
+    >>> _nfc("plain")
+    ('plain', None, None)
+    """
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return text, None, None
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for m in _NFC_RUN.finditer(text):
+        run = unicodedata.normalize("NFC", m.group())
+        parts.append(run)
+        if len(run) == m.end() - m.start():
+            starts.extend(range(m.start(), m.end()))
+            ends.extend(range(m.start() + 1, m.end() + 1))
+        else:
+            starts.extend([m.start()] * len(run))
+            ends.extend([m.end()] * len(run))
+    return "".join(parts), starts, ends
+
+
+_NFC_RUN = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]*", re.DOTALL)
 
 
 class _AliasTable:
@@ -120,21 +195,32 @@ class EntityMatcher:
         return [ident for _, _, ident in self.spans(text)]
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
-        """``(start, end, entity id)`` of each mention, in order, as offsets into ``text``."""
-        lowered = text.lower()
+        """``(start, end, entity id)`` of each mention, in order, as offsets into ``text``.
+
+        >>> from library.graph.kg import KnowledgeGraph
+        >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "relations": [], "edges": [],
+        ...     "entities": [{"id": "C", "label": "caf\u00e9 menu", "type": "t"}]})
+        >>> EntityMatcher(kg).spans("A cafe\u0301 menu.")   # the accent typed as a combining mark
+        [(2, 12, 'C')]
+        """
+        normal, starts, ends = _nfc(text)
+        lowered = normal.lower()
         # A few characters lower-case to two ("\u0130" -> "i\u0307"); then each offset into
         # ``lowered`` is mapped back to the character of ``text`` it came from.
-        origin = None if len(lowered) == len(text) else [i for i, ch in enumerate(text) for _ in ch.lower()]
+        origin = None if len(lowered) == len(normal) else [i for i, ch in enumerate(normal) for _ in ch.lower()]
         lookup = self.table.lookup
         out = []
         for m in self.regex.finditer(lowered):
             ident = lookup(m.group())
             if ident is None:
                 continue
-            if origin is None:
-                out.append((m.start(), m.end(), ident))
+            first, last = m.start(), m.end() - 1
+            if origin is not None:
+                first, last = origin[first], origin[last]
+            if starts is None:
+                out.append((first, last + 1, ident))
             else:
-                out.append((origin[m.start()], origin[m.end() - 1] + 1, ident))
+                out.append((starts[first], ends[last], ident))
         return out
 
 
@@ -171,7 +257,7 @@ class RelationMatcher:
 
     def find(self, text: str) -> list[str]:
         lookup = self.table.lookup
-        return [r for r in (lookup(s) for s in self.regex.findall(text.lower())) if r is not None]
+        return [r for r in (lookup(s) for s in self.regex.findall(_nfc(text)[0].lower())) if r is not None]
 
 
 # Clause boundaries for claim reading. A relation's object must sit in the same clause;
@@ -206,6 +292,8 @@ class TraceScanner:
         >>> TraceScanner(EntityMatcher(kg), RelationMatcher(kg)).scan("x leads to y and z, w and x")[1]
         [('x', 'r', 'y'), ('x', 'r', 'z')]
         """
+        if not lowered.isascii():  # isascii is O(1): ASCII traces, the usual case, skip this
+            lowered = unicodedata.normalize("NFC", lowered)
         ent_get = self.entities.ids.get
         rel_get = self.relations.ids.get
         ents: list[str] = []

@@ -65,6 +65,7 @@ Design notes
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, fields
 from operator import eq as _eq
@@ -306,6 +307,8 @@ class RewardModel:
         trace, answer, valid = parse_completion(completion)
         # Blank tags ("[K]", "[?]") are the TRACE's bookkeeping, not claims or path words.
         lowered = BLANK_TAG_RE.sub("", trace).lower()
+        if not lowered.isascii():  # a decomposed "café" is the label's word too (labels are NFC)
+            lowered = unicodedata.normalize("NFC", lowered)
         ents, claims = self._scanner.scan(lowered)
         gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
         n_ents = len(ents)
