@@ -38,7 +38,7 @@ from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion
 from library.graph.kg import KnowledgeGraph
 
 __all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "departure_index", "extract_claims", "first_departure",
-           "gold_edges_in_order", "held_procedure", "is_grounded", "longest_increasing_subsequence"]
+           "gold_edges_in_order", "held_procedure", "is_grounded", "longest_increasing_subsequence", "reads_as_prose"]
 
 
 
@@ -168,6 +168,22 @@ class _AliasTable:
         return hit
 
 
+_PROSE_WORD = re.compile(r"[^\W\d_]+")
+
+
+def reads_as_prose(ident: str) -> bool:
+    """Whether an entity id could be ordinary words of prose, in any case: every word of it
+    letters only, written lower, upper or capitalised. Such an id (an ISO code, a plain
+    noun) is never read in a TRACE; ids with digits, underscores or inner capitals are.
+
+    >>> [reads_as_prose(i) for i in ("IN", "IS", "it", "Tcpdump", "New York", "Q668", "ClockSkew", "caused_by")]
+    [True, True, True, True, True, False, False, False]
+    """
+    words = ident.replace("-", " ").split()
+    return bool(words) and all(_PROSE_WORD.fullmatch(w) and (w.islower() or w.isupper() or w.istitle())
+                               for w in words)
+
+
 class EntityMatcher:
     """Finds KG entities (by id or label) in text: whole words, leftmost-longest, any case.
 
@@ -180,14 +196,24 @@ class EntityMatcher:
     >>> m = EntityMatcher(kg)
     >>> m.find("Clock  SKEW, then skewed clocks, skew, http 502 bad gateway and e502")
     ['ClockSkew', 'Skew', 'E502', 'E502']
+
+    Ids that read as words are not matched: a graph keyed by ISO codes is read by its labels.
+
+    >>> iso = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "relations": [], "edges": [],
+    ...     "entities": [{"id": i, "label": l, "type": "place"} for i, l in
+    ...                  (("IN", "India"), ("IS", "Iceland"), ("IT", "Italy"), ("Q1156", "Mumbai"))]})
+    >>> EntityMatcher(iso).find("Mumbai is located in India, and it is on the coast.")
+    ['Q1156', 'IN']
     >>> m.spans("See clock skew.")
     [(4, 14, 'ClockSkew')]
     """
 
     def __init__(self, kg: KnowledgeGraph):
         ents = list(kg.entities.values())
-        # Labels before ids: when an id spells another entity's label, the label wins.
-        self.table = _AliasTable([(e.label, e.id) for e in ents] + [(e.id, e.id) for e in ents])
+        # Labels before ids: when an id spells another entity's label, the label wins. An id
+        # that reads as words ("IN", "IS", "Tcpdump") is not matched at all: prose writes labels.
+        self.table = _AliasTable([(e.label, e.id) for e in ents]
+                                 + [(e.id, e.id) for e in ents if not reads_as_prose(e.id)])
         self.regex = re.compile(rf"(?<!\w)(?:{self.table.pattern})(?!\w)")
 
     def find(self, text: str) -> list[str]:
@@ -230,12 +256,15 @@ def _relation_aliases(rel_id: str, label: str) -> list[str]:
 
     >>> _relation_aliases("caused_by", "is caused by")
     ['is caused by', 'caused by', 'caused_by', 'caused by']
+    >>> _relation_aliases("in", "is located in")
+    ['is located in', 'located in']
     """
     out = [label]
     words = label.split()
     if len(words) > 1 and words[0].lower() in ("is", "are"):
         out.append(" ".join(words[1:]))
-    out += [rel_id, rel_id.replace("_", " ")]
+    if not reads_as_prose(rel_id):  # an id "in" or "is" would be read in every sentence
+        out += [rel_id, rel_id.replace("_", " ")]
     return out
 
 
