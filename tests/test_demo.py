@@ -303,8 +303,8 @@ def test_the_monitor_chart_reads_the_run(tmp_path):
     from library.evaluation.monitor import monitor_run, threshold_ratios
 
     quick = REPO / "data" / "runs" / "quick"
-    run = collect([quick], kg_path=REPO / "data" / "kg.json", data_dir=REPO / "data").runs[0]
-    recomputed = monitor_run(quick, data_dir=REPO / "data", kg_path=REPO / "data" / "kg.json")["phases"]
+    run = collect([quick], kg_path=REPO / "data" / "kg.json", data_dir=REPO / "data" / "keyed").runs[0]
+    recomputed = monitor_run(quick, data_dir=REPO / "data" / "keyed", kg_path=REPO / "data" / "kg.json")["phases"]
     expected = [{"phase": phase, "step": p["step"], "status": p["status"], "rule": p["rule"],
                  "ratios": threshold_ratios(p, MonitorSettings())}
                 for phase in ("rsft", "grpo") for p in recomputed[phase]["steps"]]

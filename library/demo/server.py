@@ -1,6 +1,9 @@
 """``kgr serve``: a stdlib HTTP server for the demo site, bound to loopback only.
 
-GET serves the files of ``renders/demo/``; ``GET /api/status`` says whether "Try it" is on;
+GET serves the files of the site folder (``renders/demo/``): only regular files inside it (those
+in its manifest, ``.kgr-demo-manifest.json``, when it has one), ``/`` its index.html, no directory
+listings, no hidden files, nothing a link leads to outside the folder (404 for all of those), and
+it never writes there. ``GET /api/status`` says whether "Try it" is on;
 ``POST /api/try`` (only with ``--model <run>``) builds a question, generates with the run's
 adapter and returns the completion and its reward breakdown (see :mod:`library.demo.tryit`).
 
@@ -15,19 +18,23 @@ Hardening (any web page the user visits can send requests to 127.0.0.1, and gene
   most ``max_depth`` deep (400; checked by a scan before ``json.loads``, so no RecursionError).
 * Generation runs ``workers`` at a time with at most ``max_queue`` requests waiting; beyond that
   the answer is an immediate 503 with ``Retry-After``.
-* Every connection has a socket timeout (``read_timeout``); threads are daemons; the listen
-  backlog is 128. Paths with control characters or undecodable escapes get 400; an unexpected
+* The request line and headers must arrive within ``read_timeout`` seconds in all (not per byte:
+  a client dribbling a byte at a time is cut off at the deadline); every connection has that
+  socket timeout too; threads are daemons; the listen backlog is 128. Paths with control characters or undecodable escapes get 400; an unexpected
   exception gets a 500 JSON answer and one line on stderr, never a traceback or a dropped
   connection.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import re
 import select
 import socket
+import stat
 import sys
 import threading
 import time
@@ -43,7 +50,7 @@ MAX_BODY = 64 * 1024  # bytes of JSON a /api/try request may send
 MAX_JSON_DEPTH = 32  # nesting of [ and { in a request body
 MAX_QUEUE = 8  # generation requests waiting behind the running ones; more get 503
 WORKERS = 1  # generations at a time (TryIt generates one at a time anyway: the CPU is shared)
-READ_TIMEOUT = 10.0  # seconds: socket timeout per connection, and the deadline for a whole body
+READ_TIMEOUT = 10.0  # seconds: socket timeout, and the deadline for the request line + headers, and for a body
 BACKLOG = 128  # listen(2) backlog
 LINGER_SECONDS = 1.0  # after answering without reading a body: drain it this long at most ...
 LINGER_BYTES = 1 << 20  # ... and this much at most, so the client reads the answer, not a reset
@@ -143,6 +150,50 @@ class _Slot:
         self.gate._run.release()
 
 
+def site_path(path: str) -> str | None:
+    """The site-relative file a URL path names (``/`` is index.html), or None for a folder, an
+    empty, hidden (``.``, ``..``, ``.env``) or backslashed part: those are never served.
+
+    >>> [site_path(p) for p in ("/", "/static/app.js", "/static/", "//../x", "/.kgr-demo-manifest.json", "/a\\\\b")]
+    ['index.html', 'static/app.js', None, None, None, None]
+    """
+    if path == "/":
+        return "index.html"
+    if path.endswith("/"):
+        return None
+    parts = path.lstrip("/").split("/")
+    if any(not part or part.startswith(".") or "\\" in part or "\x00" in part for part in parts):
+        return None
+    return "/".join(parts)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, each allowed only the time left before ``deadline`` (when set), so the
+    request line and headers arrive within one deadline in all rather than one timeout per byte."""
+
+    def __init__(self, raw: Any, sock: socket.socket):
+        self.raw = raw
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request line and headers did not arrive in time")
+            self.sock.settimeout(left)
+        return self.raw.readinto(buffer)
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        finally:
+            super().close()
+
+
 class _ClientGone(Exception):
     """The client closed the connection before sending its whole body."""
 
@@ -165,6 +216,28 @@ class DemoHandler(SimpleHTTPRequestHandler):
         super().__init__(*args, directory=directory, **kwargs)
 
     # ------------------------------------------------------------------ plumbing
+    def setup(self) -> None:
+        super().setup()
+        plain = self.rfile
+        self._reader = _DeadlineReader(self.connection.makefile("rb", buffering=0), self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+        plain.close()
+
+    def _end_header_deadline(self) -> None:
+        """Back to the plain socket timeout once the headers are in (a body has its own deadline)."""
+        if self._reader.deadline is not None:
+            self._reader.deadline = None
+            try:
+                self.connection.settimeout(self.timeout)
+            except OSError:
+                pass
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:
+            self._end_header_deadline()
+
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
@@ -189,6 +262,8 @@ class DemoHandler(SimpleHTTPRequestHandler):
     def handle_one_request(self) -> None:
         self._unread_body = False
         self._response_started = False
+        if self.timeout is not None:  # the wait for the request line counts too: an idle connection ends there
+            self._reader.deadline = time.monotonic() + self.timeout
         try:
             super().handle_one_request()
         except (ConnectionError, TimeoutError):  # the client went away or stalled mid-answer
@@ -201,6 +276,8 @@ class DemoHandler(SimpleHTTPRequestHandler):
                     self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal server error ({type(exc).__name__})"})
                 except OSError:
                     pass
+        finally:
+            self._end_header_deadline()
 
     def finish(self) -> None:
         if self._unread_body:
@@ -360,6 +437,69 @@ class DemoHandler(SimpleHTTPRequestHandler):
             return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         except (OSError, AttributeError, ValueError):
             return False
+
+    # ------------------------------------------------------------------ static files
+    def _site_file(self) -> str | None:
+        """The real path of the regular file the request names inside the site folder, or None:
+        listed in the manifest when there is one, never a folder, never through a link out."""
+        rel = site_path(unquote(urlsplit(self.path).path))  # _path_problem refused bad escapes already
+        if rel is None:
+            return None
+        names = self._manifest_names()
+        if names is not None and rel not in names:
+            return None
+        root = os.path.realpath(self.directory)
+        real = os.path.realpath(os.path.join(root, *rel.split("/")))
+        if os.path.commonpath([root, real]) != root or not os.path.isfile(real):
+            return None
+        return real
+
+    def _manifest_names(self) -> frozenset[str] | None:
+        """The files kgr demo wrote into the site (read each time: a rebuild may change them), or
+        None for a site without a manifest; a manifest that cannot be read allows nothing."""
+        from library.demo.site import read_manifest  # here: keeps importing the server light
+        from library.errors import DataFileError
+
+        try:
+            manifest = read_manifest(Path(self.directory))
+        except DataFileError as exc:
+            self._log_problem(str(exc))
+            return frozenset()
+        return None if manifest is None else frozenset(manifest)
+
+    def send_head(self) -> Any:
+        """Headers for the site file the request names, and the open file; a 404 and None for
+        anything else (SimpleHTTPRequestHandler's would list folders and follow links out)."""
+        path = self._site_file()
+        handle = None
+        if path is not None:
+            try:
+                handle = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
+            except OSError:
+                handle = None
+        if handle is None:
+            self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+            return None
+        try:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                handle.close()
+                self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+                return None
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-type", self.guess_type(path))
+            self.send_header("Content-Length", str(info.st_size))
+            self.send_header("Last-Modified", self.date_time_string(info.st_mtime))
+            self.end_headers()
+            return handle
+        except BaseException:
+            handle.close()
+            raise
+
+    def list_directory(self, path: Any) -> None:
+        """Never a listing (send_head above does not ask for one; this is the backstop)."""
+        self.send_error(HTTPStatus.NOT_FOUND, "File not found")
+        return None
 
     # ------------------------------------------------------------------ handlers
     def do_GET(self) -> None:  # noqa: N802

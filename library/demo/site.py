@@ -3,6 +3,9 @@
 The site is one ``index.html`` (a jinja2 template) plus ``static/app.js`` and
 ``static/style.css`` (plain files, no build step) and the run data, written both as
 ``data.json`` and embedded in the page, so the page also works opened straight from disk.
+The folder also gets ``.kgr-demo-manifest.json``, the files it wrote with their sha256: a rebuild
+replaces or removes only those, and a folder holding anything else is refused unless forced
+(then its own names are written beside the rest, which stays untouched).
 
 Everything the page shows is computed here from the run logs and the KG: per question the
 subgraph around its gold path with a small layered layout, per episode the entity mentions
@@ -19,7 +22,8 @@ No torch, no manim: this module only reads runs through :mod:`library.runs.reade
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -28,7 +32,7 @@ from typing import Any, Iterable
 
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
-from library.jsonl import atomic_write_text
+from library.jsonl import atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
 from library.graph.kg import KnowledgeGraph
 from library.scoring.matching import DEPARTURE_WORDS, EntityMatcher
 from library.runs.folder import META
@@ -323,6 +327,14 @@ def default_runs(root: Path = DEFAULT_RUNS, open_on: str | None = DEFAULT_OPEN) 
     return [Path(root)]
 
 
+def has_runs(root: Path = DEFAULT_RUNS) -> bool:
+    """Whether ``root`` holds a run folder (``kgr demo`` from outside the project finds none there)."""
+    try:
+        return any((child / META).is_file() for child in Path(root).iterdir() if child.is_dir())
+    except OSError:
+        return False
+
+
 def _expand(paths: Iterable[Path]) -> list[Path]:
     """A path that is a run folder stays; a folder of run folders expands to its children."""
     out: list[Path] = []
@@ -351,34 +363,236 @@ def collect(run_paths: Iterable[Path], kg_path: Path | None = None, data_dir: Pa
 
 
 # ----------------------------------------------------------------------------- writing
+MANIFEST = ".kgr-demo-manifest.json"  # in the site folder: every file kgr demo wrote there, with its sha256
+# What builds before the manifest wrote: a folder holding these (its index.html ours) is an older build.
+LEGACY_FILES = ("index.html", "data.json", "static/app.js", "static/style.css")
+PAGE_MARK = b'<script id="demo-data" type="application/json">'  # in every index.html kgr demo writes
+MAX_LISTED = 5  # files named when a folder is refused
+_UNSURE = "so kgr demo cannot tell which files it wrote here: remove it or choose another --out folder"
+
+
 def _safe_json_for_html(obj: Any) -> str:
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_site(site: SiteData, out_dir: Path = DEFAULT_OUT, title: str = "KG reasoner: episode player") -> Path:
-    """Write index.html, data.json and static/ into ``out_dir``; returns index.html's path."""
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _valid_rel(rel: object) -> bool:
+    """A manifest entry names a file inside its folder: relative, no ``..``, no hidden part, no backslash.
+
+    >>> [_valid_rel(r) for r in ("static/app.js", "../x", "/etc/passwd", ".env", "a//b", "a\\\\b", "")]
+    [True, False, False, False, False, False, False]
+    """
+    return (isinstance(rel, str) and "\\" not in rel and "\x00" not in rel
+            and all(part and not part.startswith(".") for part in rel.split("/")))
+
+
+def _through_link(folder: Path, rel: str) -> Path | None:
+    """The first symbolic link on the way from ``folder`` to ``folder/rel`` (itself included), or None."""
+    path = Path(folder)
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
+def static_files() -> dict[str, bytes]:
+    """The page's plain files (``static/...`` -> bytes), as packaged."""
+    return {f"static/{p.relative_to(STATIC_DIR).as_posix()}": p.read_bytes() for p in sorted(STATIC_DIR.rglob("*"))
+            if p.is_file() and _valid_rel(p.relative_to(STATIC_DIR).as_posix())}
+
+
+def site_files(site: SiteData, title: str = "KG reasoner: episode player") -> dict[str, bytes]:
+    """Every file of the site (relative path -> bytes): index.html, data.json and static/."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     data = site.to_json()
     env = Environment(loader=FileSystemLoader(TEMPLATES_DIR), autoescape=select_autoescape(["html"]))
     html = env.get_template("index.html").render(title=title, data_json=_safe_json_for_html(data),
                                                  runs=site.runs, skipped=site.skipped)
-    static_out = out_dir / "static"
-    if static_out.exists():
-        shutil.rmtree(static_out)
-    shutil.copytree(STATIC_DIR, static_out)
-    atomic_write_text(out_dir / "data.json", json.dumps(data, ensure_ascii=False) + "\n")
-    atomic_write_text(out_dir / "index.html", html)
+    return {"index.html": html.encode("utf-8"),
+            "data.json": (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"), **static_files()}
+
+
+def read_manifest(folder: Path) -> dict[str, frozenset[str]] | None:
+    """The files kgr demo wrote into ``folder``, each with the sha256 it may have (two while a build
+    is under way: the old content and the new), or None when the folder has no manifest. A manifest
+    that cannot be read is a DataFileError: it decides what kgr demo may overwrite."""
+    path = Path(folder) / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    if not _plain_file(path):
+        raise DataFileError(path, f"is not a plain file, {_UNSURE}")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise DataFileError(path, f"cannot be read ({exc}), {_UNSURE}") from None
+    owned: dict[str, set[str]] = defaultdict(set)
+    for block in (obj.get("files"), obj.get("pending", {})) if isinstance(obj, dict) else (None,):
+        if not isinstance(block, dict) or not all(_valid_rel(k) and isinstance(v, str) for k, v in block.items()):
+            raise DataFileError(path, f"is not a kgr demo manifest ('files': relative path -> sha256), {_UNSURE}")
+        for rel, sha in block.items():
+            owned[rel].add(sha)
+    return {rel: frozenset(shas) for rel, shas in owned.items()}
+
+
+def _legacy_build(out_dir: Path) -> bool:
+    """A folder an older kgr demo (before the manifest) built: all of LEGACY_FILES, the page ours."""
+    if not all(_plain_file(out_dir / rel) and _through_link(out_dir, rel) is None for rel in LEGACY_FILES):
+        return False
+    try:
+        return PAGE_MARK in (out_dir / "index.html").read_bytes()
+    except OSError:
+        return False
+
+
+def _foreign_files(out_dir: Path, owned: Iterable[str]) -> list[str]:
+    """Files and links in ``out_dir`` that are not kgr demo's (at most MAX_LISTED + 1), folders first
+    level first; links are listed, never followed. Temporary files of its own interrupted writes
+    (``.index.html.*.tmp``, see library/jsonl.py) are not counted."""
+    known = set(owned) | {MANIFEST}
+    temp = re.compile("|".join(rf"\.{re.escape(Path(rel).name)}\..*\.tmp" for rel in sorted(known)))
+    found: list[str] = []
+    folders = [""]
+    for rel_dir in folders:  # grows as it goes: breadth first
+        try:
+            entries = sorted(os.scandir(out_dir / rel_dir), key=lambda e: e.name)
+        except OSError:
+            found.append(f"{rel_dir}/")  # a folder it cannot read may hold anything
+            entries = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(rel)
+            elif rel not in known and not temp.fullmatch(entry.name):
+                found.append(rel)
+        if len(found) > MAX_LISTED:
+            break
+    return found
+
+
+def _cannot_write(out_dir: Path, reason: str, written: bool = False) -> DataFileError:
+    what = "it may be half updated" if written else "nothing was written"
+    return DataFileError(out_dir, f"cannot write the demo site into this folder ({reason}); {what}: "
+                                  "choose a writable --out folder")
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Refuse at once a folder that cannot be written (or created), before the slow part."""
+    probe = out_dir
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise _cannot_write(out_dir, f"{probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        try:
+            read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        reason = "Read-only file system" if read_only else "Permission denied"
+        raise _cannot_write(out_dir, reason if probe == out_dir else f"{probe}: {reason}")
+
+
+def check_out_dir(out_dir: Path, force: bool = False) -> dict[str, frozenset[str] | None]:
+    """What kgr demo may overwrite in ``out_dir``: relative path -> the sha256s it recorded for it
+    (None: a file of an older build, content unknown). Raises DataFileError when the folder holds
+    files kgr demo did not write or that changed since (unless ``force``: its own file names are
+    then written next to them, and nothing else is touched), when a link or folder stands where it
+    would write, or when the folder cannot be written. An empty or missing folder is fine."""
+    out_dir = Path(out_dir)
+    if not out_dir.exists():
+        if out_dir.is_symlink():
+            raise DataFileError(out_dir, "is a symbolic link to nothing: choose another --out folder")
+        _check_writable(out_dir)
+        return {}
+    if not out_dir.is_dir():
+        raise DataFileError(out_dir, "is not a folder: choose a folder for --out")
+    for rel in ["index.html", "data.json", *static_files()]:
+        link = _through_link(out_dir, rel)
+        if link is not None:  # writing through it would write outside the folder, or replace a link we did not make
+            raise DataFileError(link, "is a symbolic link: kgr demo writes only real files and folders of its own; "
+                                      "remove the link or choose another --out folder")
+        if (out_dir / rel).exists() and not (out_dir / rel).is_file():
+            raise DataFileError(out_dir / rel, "stands where kgr demo writes a file of its own: "
+                                               "remove it or choose another --out folder")
+    manifest = read_manifest(out_dir)
+    if manifest is not None:
+        owned: dict[str, frozenset[str] | None] = dict(manifest)
+    else:
+        owned = dict.fromkeys(LEGACY_FILES) if _legacy_build(out_dir) else {}
+    changed = [f"{rel} (changed since kgr demo wrote it)" for rel, shas in owned.items()
+               if shas and _plain_file(out_dir / rel) and _through_link(out_dir, rel) is None
+               and sha256_file(out_dir / rel) not in shas]
+    foreign = changed + _foreign_files(out_dir, owned)
+    if foreign and not force:
+        listed = ", ".join(foreign[:MAX_LISTED]) + (", ..." if len(foreign) > MAX_LISTED else "")
+        raise DataFileError(out_dir, f"holds files kgr demo did not write ({listed}); nothing was written: "
+                                     "choose an empty or new --out folder, or add --force to write kgr demo's own "
+                                     "files next to them (nothing else is changed or deleted)")
+    _check_writable(out_dir)
+    return owned
+
+
+def _write_manifest(out_dir: Path, files: dict[str, str], pending: dict[str, str] | None = None) -> None:
+    obj: dict[str, Any] = {"written_by": "kgr demo", "files": dict(sorted(files.items()))}
+    if pending:
+        obj["pending"] = dict(sorted(pending.items()))
+    atomic_write_text(out_dir / MANIFEST, json.dumps(obj, indent=1) + "\n")
+
+
+def write_site_files(out_dir: Path, files: dict[str, bytes], owned: dict[str, frozenset[str] | None]) -> None:
+    """Write ``files`` (relative path -> bytes) into ``out_dir`` with its manifest, then remove the
+    files an earlier build recorded that this one no longer writes, when still as written. Nothing
+    else in the folder is touched. ``owned`` comes from :func:`check_out_dir`."""
+    out_dir = Path(out_dir)
+    new = {rel: sha256_bytes(data) for rel, data in files.items()}
+    current = {}  # the recorded files as they are now: still claimed while this build runs
+    for rel, shas in owned.items():
+        if shas and _plain_file(out_dir / rel) and _through_link(out_dir, rel) is None:
+            sha = sha256_file(out_dir / rel)
+            if sha in shas:
+                current[rel] = sha
+    written = False
+    try:
+        # the manifest claims the old and the new content first, so a build killed half way leaves a folder kgr demo still owns
+        _write_manifest(out_dir, current, new)
+        written = True
+        for rel, data in files.items():
+            atomic_write_bytes(out_dir / rel, data)
+        kept = {}
+        for rel, sha in current.items():
+            if rel not in files:
+                try:
+                    (out_dir / rel).unlink()
+                except OSError:
+                    kept[rel] = sha  # still ours: a later build may remove it
+        _write_manifest(out_dir, {**kept, **new})
+    except (OSError, DataFileError) as exc:
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        reason = (cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause or exc))
+        raise _cannot_write(out_dir, reason, written) from None
+
+
+def render_site(site: SiteData, out_dir: Path = DEFAULT_OUT, title: str = "KG reasoner: episode player",
+                force: bool = False) -> Path:
+    """Write index.html, data.json, static/ and the manifest into ``out_dir`` (see
+    :func:`check_out_dir` for what it refuses and what ``force`` allows); returns index.html's path."""
+    out_dir = Path(out_dir)
+    owned = check_out_dir(out_dir, force)
+    write_site_files(out_dir, site_files(site, title), owned)
     return out_dir / "index.html"
 
 
 def build_demo(run_paths: Iterable[Path], out_dir: Path = DEFAULT_OUT, kg_path: Path | None = None,
-               data_dir: Path | None = None, open_on: str | None = DEFAULT_OPEN) -> tuple[Path, SiteData]:
+               data_dir: Path | None = None, open_on: str | None = DEFAULT_OPEN,
+               force: bool = False) -> tuple[Path, SiteData]:
+    check_out_dir(out_dir, force)  # a folder it must not write is refused before the runs are read
     site = collect(run_paths, kg_path=kg_path, data_dir=data_dir, open_on=open_on)
-    return render_site(site, out_dir), site
+    return render_site(site, out_dir, force=force), site
 
 
 def _toy_kg() -> KnowledgeGraph:  # for the doctests
