@@ -48,20 +48,37 @@ def data(
                                   "branches (default: the narrowest that fills the splits; 1 on a graph with no "
                                   "branching; `kgr kg check` counts chains by width).", show_default=False),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
+    force: bool = typer.Option(False, "--force", help="Replace splits already in OUT that differ from the new ones "
+                                                       "without asking (runs trained on them will refuse the new ones)."),
 ) -> None:
     """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
 
     Every question has exactly one reachable option (checked), no eval path leaks into
     training, and every edge an eval path uses is taught in train. Prints a summary,
-    also written to OUT/stats.json.
+    also written to OUT/stats.json. The set is written whole: a killed run leaves the old
+    set or one that `kgr train` refuses. Where OUT holds other splits, it asks first
+    (off a terminal: refuses unless --force).
     """
     from library.questions import DatasetConfig, DatasetError, build_dataset
+    from library.questions.split_set import runs_trained_on
+    from library.runs.folder import DEFAULT_RUNS_ROOT
+
+    def confirm(changed: list[str]) -> bool:
+        if force:
+            return True
+        runs = runs_trained_on(out, DEFAULT_RUNS_ROOT)
+        trained = (f"; {len(runs)} run(s) were trained on them ({', '.join(map(str, runs[:3]))}"
+                   f"{' ...' if len(runs) > 3 else ''}) and would refuse the new ones") if runs else ""
+        question = f"{out} holds other splits: {', '.join(changed)} would change{trained}"
+        if not sys.stdin.isatty():
+            fail(f"{question}; pass --force to replace them, or --out another folder")
+        return typer.confirm(f"{question}. Replace them?", default=False, err=True)
 
     try:
         config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
                                n_train_hard=n_train_hard, n_dev=n_dev, step_order=step_order, max_width=max_width,
                                progress=progress)
-        stats = build_dataset(config)
+        stats = build_dataset(config, confirm=confirm)
     except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines
         # at 80 columns off a terminal, and "one line naming file:line" is the contract.
@@ -76,25 +93,46 @@ app.add_typer(kg_app, name="kg")
 @kg_app.command("check")
 def kg_check(
     kg: Path = typer.Argument(Path("data/kg.json"), help="The kg.json to inspect."),
-    max_hops: int = typer.Option(5, help="Longest chain length to count."),
+    max_hops: int = typer.Option(5, min=1, help="Longest chain length to count."),
     n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions you plan to ask `kgr data` for."),
     n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions you plan."),
     n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions you plan."),
     out: Path = typer.Option(None, help="Also write the report as JSON here."),
+    budget: int = typer.Option(None, min=0, help="Hops tried counting chains (default: about 25 s of a 2-core CPU); "
+                               "where counting every start would take more, long chains are estimated from a "
+                               "sample of starts, and the output says so. 0: always exact, however long.",
+                               show_default=False),
+    progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bar (default: only on a terminal).",
+                                  show_default=False),
 ) -> None:
     """Entities, edges and relations; how each relation branches (fan-out, functional share,
     entity types); cycles and isolated entities; how many questions the graph can give per hop
-    length and frontier width; and what to run next."""
-    from rich.table import Table
+    length and frontier width (exact, or estimated from a sample of starts on a big graph); and
+    what to run next."""
+    import time
 
-    from library.graph.check import check_graph, recommend
+    from rich.table import Table
+    from tqdm import tqdm
+
+    from library.graph.check import BUDGET, check_graph, counting_note, estimated_hops, recommend
     from library.graph.kg import load_kg
     from library.jsonl import atomic_write_json
 
+    t0 = time.perf_counter()
+    budget = BUDGET if budget is None else budget
     try:
-        report = check_graph(load_kg(kg), max_hops=max_hops)
+        graph = load_kg(kg)
+        # tqdm on stderr, on a terminal only unless asked, as `kgr data`'s bars; its time left
+        # is an upper bound, the whole budget, as an exact count may end well before it.
+        with tqdm(total=budget or None, desc="counting chains", unit="hop", unit_scale=True, leave=False,
+                  disable=None if progress is None else not progress) as bar:
+            report = check_graph(graph, max_hops=max_hops, budget=budget, progress=bar.update)
+        if out is not None:
+            atomic_write_json(out, report)  # before printing: an unwritable --out is the only thing said
     except DataFileError as exc:
         fail(exc)
+    except OSError as exc:  # a KG it may not read: one line naming it, not a traceback
+        fail(f"{exc.filename or kg}: cannot read or write it ({exc.strerror or exc})")
     out_console = Console(emoji=False, width=None if sys.stdout.isatty() else 120)  # tables unwrapped in logs
     out_console.print(f"[bold]{escape(str(kg))}[/]: {report['domain']!r}, {report['entities']} entities, "
                       f"{report['edges']} edges, {report['relations']} relations; types "
@@ -114,17 +152,64 @@ def kg_check(
     chain_table.add_column("hops", justify="right")
     for w in widths:
         chain_table.add_column("width 1 (no branching)" if w == "1" else f"width <= {w}", justify="right")
+    guessed = {str(h) for h in estimated_hops(report)}
+    ci95 = report["counting"]["ci95"]
     for hops, counts in report["chains"].items():
-        chain_table.add_row(hops, *(str(counts[w]) for w in widths))
+        chain_table.add_row(hops, *(f"~{counts[w]} ±{ci95[hops][w]}" if hops in guessed else str(counts[w])
+                                    for w in widths))
     out_console.print(chain_table)
+    out_console.print(counting_note(report), highlight=False, markup=False)
     cycles = report["cycles"]
     out_console.print(f"fan-out histogram {report['fanout_histogram']}; {cycles['entities_on_cycles']} entities on "
                       f"{cycles['strongly_connected_components']} cycles; {len(report['isolated'])} isolated entities",
                       highlight=False)
     for line in recommend(report, n_eval=n_eval, n_train_hard=n_train_hard, n_dev=n_dev):
         out_console.print(f"- {escape(line)}", highlight=False)
-    if out is not None:
-        atomic_write_json(out, report)
+    try:
+        import resource  # Unix only; ru_maxrss is KiB on Linux, bytes on macOS
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+        memory = f", peak memory {peak:.0f} MiB"
+    except ImportError:
+        memory = ""
+    out_console.print(f"checked in {time.perf_counter() - t0:.1f} s{memory}", highlight=False)
+
+
+@kg_app.command("import")
+def kg_import(
+    source: Path = typer.Argument(..., help="Triples to import: .csv/.tsv (a header row: head, relation, tail; "
+                                  "optional head_type, tail_type, head_label, tail_label, relation_label), .ttl, .nt, "
+                                  ".rdf/.owl (rdfs:label, rdf:type), .graphml (node label and type; the relation "
+                                  "in an edge attribute)."),
+    out: Path = typer.Option(..., "--out", help="The kg.json to write."),
+    fmt: str = typer.Option(None, "--format", help="csv | tsv | turtle | ntriples | rdfxml | graphml "
+                            "(default: from the extension).", show_default=False),
+    default_type: str = typer.Option(None, help="Type for the entities the file gives none (default: refuse, "
+                                     "naming them).", show_default=False),
+    domain: str = typer.Option(None, help="The graph's domain (default: the file's name).", show_default=False),
+    relation_attr: str = typer.Option(None, help="GraphML: the edge attribute naming the relation (default: the "
+                                      "first of relation, rel, predicate, label, type).", show_default=False),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+) -> None:
+    """Build a kg.json from triples (CSV/TSV, RDF, GraphML), validated as `kgr data` loads it.
+    Prints its size and what was skipped (duplicate edges, self-loops, literals) and why; exits 2
+    naming the rows, nodes or triples at fault (two ids for one label, a missing type, ...)."""
+    import shlex
+
+    from library.graph.formats import import_graph, write_kg
+
+    if out.exists() and not force:
+        fail(f"{out} exists; pass --force to replace it")
+    try:
+        imported = import_graph(source, fmt, default_type=default_type, domain=domain, relation_attr=relation_attr)
+        write_kg(imported, out)
+    except (DataFileError, ValueError) as exc:
+        fail(exc)
+    except OSError as exc:  # a file it may not read: one line naming it, not a traceback
+        fail(f"{exc.filename or source}: cannot read or write it ({exc.strerror or exc})")
+    for line in imported.summary():
+        typer.echo(line)
+    typer.echo(f"wrote {out}; next: kgr kg check {shlex.quote(str(out))}")
 
 
 @app.command()
@@ -135,6 +220,10 @@ def demo(
     kg: Path = typer.Option(None, help="KG for every run (default: each run's own, from its meta.json)."),
     data_dir: Path = typer.Option(None, "--data", help="Question files for every run (default: each run's own)."),
     open_on: str = typer.Option("reference", "--open", help="The run (folder name) the page opens on."),
+    force: bool = typer.Option(False, "--force", help="Build into an OUT that holds files kgr demo did not write: "
+                                                       "its own files (index.html, data.json, static/app.js, "
+                                                       "static/style.css) are overwritten; every other file is "
+                                                       "left as it is, never deleted."),
 ) -> None:
     """Render the static demo site (episode player, KG path, reward HUD, charts) into OUT.
 
@@ -142,11 +231,19 @@ def demo(
     It packs the runs it is given: by default the reference run alone (a page of a few MB); name
     others to add them (data/runs, data/runs/quick, data/experiments/quick-seed1 ...). Bad run
     folders are skipped, with the reason shown on the page and here.
-    """
-    from library.demo.site import build_demo, default_runs
 
-    index, site = build_demo(runs or default_runs(open_on=open_on), out, kg_path=kg, data_dir=data_dir,
-                             open_on=open_on)
+    OUT holds only what kgr demo wrote, listed in OUT/.kgr-demo-manifest.json: a rebuild replaces
+    those files and nothing else; a folder with other files in it is refused (see --force).
+    """
+    from library.demo.site import DEFAULT_RUNS, build_demo, default_runs, has_runs
+
+    if not runs and not has_runs(DEFAULT_RUNS):  # run from elsewhere: say so before writing anything
+        fail(f"no run folders found under ./{DEFAULT_RUNS.as_posix()}: run kgr demo from the project folder or name the runs")
+    try:
+        index, site = build_demo(runs or default_runs(open_on=open_on), out, kg_path=kg, data_dir=data_dir,
+                                 open_on=open_on, force=force)
+    except DataFileError as exc:
+        fail(exc)
     for s in site.skipped:
         console.print(f"[yellow]skipped[/] {escape(s['path'])}: {escape(s['reason'])}", soft_wrap=True, highlight=False)
     typer.echo(f"wrote {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
@@ -164,14 +261,21 @@ def serve(
     max_new_tokens: int = typer.Option(None, help="Generation length for Try it (default: the run's eval length)."),
     verbose: bool = typer.Option(False, help="Log every request."),
 ) -> None:
-    """Serve the demo site on localhost; with --model RUN, the page's Try it generates with RUN's adapter."""
+    """Serve the demo site on localhost; with --model RUN, the page's Try it generates with RUN's adapter.
+
+    It serves the site's own files only (those in its manifest, for a site kgr demo built), never a
+    directory listing or a link out of DIR, and never builds or writes anything in DIR.
+    """
     from library.demo.server import serve as run_server
+    from library.demo.site import read_manifest
 
-    if not (directory / "index.html").exists():
-        from library.demo.site import build_demo, default_runs
-
-        index, site = build_demo(default_runs(), directory)
-        typer.echo(f"built {index} ({len(site.runs)} run(s), {len(site.skipped)} skipped)")
+    if not (directory / "index.html").is_file():  # never build into a folder it was asked to serve
+        fail(f"no demo site in {directory} (index.html missing): build one with `kgr demo --out {directory}` "
+             "from the project folder, or name a built site with --dir")
+    try:
+        read_manifest(directory)  # a broken one would make every page a 404: say why at once
+    except DataFileError as exc:
+        fail(exc)
     tryit = None
     if model is not None:
         from library.demo.tryit import TryIt
@@ -277,7 +381,7 @@ def train(
                                            eval_device=eval_device, stop_after=stop_after)
         if result.read_meta().get("status") == "complete":  # the experiments the profile enables, beside the phases
             run_experiments(config, result.path, console=console)
-    except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError) as exc:
+    except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError, DataFileError) as exc:
         fail(exc)
     console.print(str(result.path))
 

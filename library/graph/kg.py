@@ -185,6 +185,8 @@ class KnowledgeGraph:
             if types.setdefault(folded, ent.type) != ent.type:
                 raise fail("entities", i, f"type {ent.type!r} of {ent.id!r} is spelled {types[folded]!r} elsewhere; "
                                           "one type, one spelling")
+            if not ent.id.strip():  # as kg.schema.json says: an id is a key edges must be able to name
+                raise fail("entities", i, f"entity {ent.label!r} has an empty id")
             if ent.id in self.entities:
                 raise fail("entities", i, f"duplicate entity id {ent.id!r}")
             if len(ent.id) > MAX_LABEL_CHARS:
@@ -207,12 +209,16 @@ class KnowledgeGraph:
             # The graph keeps the normalised label, so prompts, options and the matcher all see one spelling.
             self.entities[ent.id] = ent if label == ent.label else ent.model_copy(update={"label": label})
         for i, rel in enumerate(data.relations):
+            if not rel.id.strip():
+                raise fail("relations", i, f"relation {rel.label!r} has an empty id")
             if rel.id in self.relations:
                 raise fail("relations", i, f"duplicate relation id {rel.id!r}")
             if len(rel.id) > MAX_LABEL_CHARS:
                 raise fail("relations", i, f"relation id {rel.id[:30]!r}... is {len(rel.id)} characters long; "
                                            f"ids may have at most {MAX_LABEL_CHARS}")
             label = normalise_label(rel.label)
+            if not label:  # a question says it between two labels (kg.schema.json)
+                raise fail("relations", i, f"relation {rel.id!r} has an empty label")
             problem = _label_problem("relation label", rel.id, label)
             if problem:
                 raise fail("relations", i, problem)
