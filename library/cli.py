@@ -38,28 +38,42 @@ def data(
     kg: Path = typer.Option(Path("data/kg.json"), help="Knowledge graph (kg.json) to generate questions from."),
     out: Path = typer.Option(Path("data"), help="Folder for train/eval/train_hard/eval_shuffled .jsonl and stats.json."),
     seed: int = typer.Option(0, help="Seed: the same seed and KG give byte-identical files."),
-    n_train: int = typer.Option(_DATA_DEFAULTS.n_train, help="Training questions (1-3 hops, mixed 1:2:2 as the graph allows)."),
-    n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions (4-5 hops, half each); eval_shuffled is the same set."),
-    n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions (4-5 hops, disjoint from eval)."),
-    n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions (4-5 hops, disjoint from eval and train_hard; recipe sweeps choose on it)."),
+    n_train: int = typer.Option(None, help=f"Training questions (train hops, mixed 1:2:2 as the graph allows) "
+                                f"[default: up to {_DATA_DEFAULTS.n_train}].", show_default=False),
+    n_eval: int = typer.Option(None, help=f"Eval questions (eval hops, split evenly); eval_shuffled is the same set "
+                               f"[default: up to {_DATA_DEFAULTS.n_eval}, at least {_DATA_DEFAULTS.min_eval}].",
+                               show_default=False),
+    n_train_hard: int = typer.Option(None, help=f"train_hard questions (eval hops, disjoint from eval) "
+                                     f"[default: up to {_DATA_DEFAULTS.n_train_hard}].", show_default=False),
+    n_dev: int = typer.Option(None, help=f"dev questions (eval hops, disjoint from eval and train_hard; recipe sweeps "
+                              f"choose on it) [default: up to {_DATA_DEFAULTS.n_dev}].", show_default=False),
+    train_hops: str = typer.Option(None, help="Hop lengths of the training questions, e.g. 1-2 "
+                                   "[default: 1-3, the paper's].", show_default=False),
+    eval_hops: str = typer.Option(None, help="Hop lengths of eval, train_hard and dev, all longer than the training "
+                                  "ones, e.g. 3-4 [default: 4-5, the paper's].", show_default=False),
     step_order: str = typer.Option(_DATA_DEFAULTS.step_order, help="How questions order their steps: chain | keyed "
                                    "(later steps keyed by tags, shuffled; docs/FINDINGS.md finding 41)."),
     max_width: int = typer.Option(None, min=1, help="The most entities a TRACE may hold at one hop where the graph "
                                   "branches (default: the narrowest that fills the splits; 1 on a graph with no "
-                                  "branching; `kgr kg check` counts chains by width).", show_default=False),
+                                  "branching; `kgr kg check` prints the width it takes).", show_default=False),
+    merges: bool = typer.Option(None, "--merges/--no-merges", help="Whether a walk may hold once an entity two held "
+                                "entities share (default: only where tree walks cannot fill the splits).",
+                                show_default=False),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="Progress bars (default: only on a terminal).", show_default=False),
     force: bool = typer.Option(False, "--force", help="Replace splits already in OUT that differ from the new ones "
                                                        "without asking (runs trained on them will refuse the new ones)."),
 ) -> None:
-    """Generate the question splits (train 1-3 hops, eval 4-5 hops) from the KG.
+    """Generate the question splits (train 1-3 hops, eval 4-5 hops by default) from the KG.
 
     Every question has exactly one reachable option (checked), no eval path leaks into
     training, and every edge an eval path uses is taught in train. Prints a summary,
-    also written to OUT/stats.json. The set is written whole: a killed run leaves the old
-    set or one that `kgr train` refuses. Where OUT holds other splits, it asks first
-    (off a terminal: refuses unless --force).
+    also written to OUT/stats.json. With no size given, each split is as large as the graph
+    honestly gives, up to its default, refused only with fewer than 100 eval questions; sizes
+    given are made exactly or refused, naming the sizes the graph gives. The set is written
+    whole: a killed run leaves the old set or one that `kgr train` refuses. Where OUT holds
+    other splits, it asks first (off a terminal: refuses unless --force).
     """
-    from library.questions import DatasetConfig, DatasetError, build_dataset
+    from library.questions import DatasetConfig, DatasetError, build_dataset, parse_hops
     from library.questions.split_set import runs_trained_on
     from library.runs.folder import DEFAULT_RUNS_ROOT
 
@@ -75,9 +89,12 @@ def data(
         return typer.confirm(f"{question}. Replace them?", default=False, err=True)
 
     try:
-        config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, n_train=n_train, n_eval=n_eval,
-                               n_train_hard=n_train_hard, n_dev=n_dev, step_order=step_order, max_width=max_width,
-                               progress=progress)
+        sizes = {name: n for name, n in (("n_train", n_train), ("n_eval", n_eval), ("n_train_hard", n_train_hard),
+                                         ("n_dev", n_dev)) if n is not None}
+        hops = {name: parse_hops(text) for name, text in (("train_hops", train_hops), ("eval_hops", eval_hops))
+                if text is not None}
+        config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, step_order=step_order, max_width=max_width,
+                               merges=merges, progress=progress, fit_sizes=not sizes, **sizes, **hops)
         stats = build_dataset(config, confirm=confirm)
     except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines
@@ -94,9 +111,17 @@ app.add_typer(kg_app, name="kg")
 def kg_check(
     kg: Path = typer.Argument(Path("data/kg.json"), help="The kg.json to inspect."),
     max_hops: int = typer.Option(5, min=1, help="Longest chain length to count."),
-    n_eval: int = typer.Option(_DATA_DEFAULTS.n_eval, help="Eval questions you plan to ask `kgr data` for."),
-    n_train_hard: int = typer.Option(_DATA_DEFAULTS.n_train_hard, help="train_hard questions you plan."),
-    n_dev: int = typer.Option(_DATA_DEFAULTS.n_dev, help="dev questions you plan."),
+    n_train: int = typer.Option(None, help="Training questions you plan to ask `kgr data` for [default: as kgr data: "
+                                "as many as the graph gives, up to its defaults].", show_default=False),
+    n_eval: int = typer.Option(None, help="Eval questions you plan.", show_default=False),
+    n_train_hard: int = typer.Option(None, help="train_hard questions you plan.", show_default=False),
+    n_dev: int = typer.Option(None, help="dev questions you plan.", show_default=False),
+    train_hops: str = typer.Option(None, help="Training hop lengths you plan, e.g. 1-2 [default: 1-3, and 1-2 where "
+                                   "4-5-hop eval falls short].", show_default=False),
+    eval_hops: str = typer.Option(None, help="Eval hop lengths you plan, e.g. 3-4 [default: 4-5, and 3-4 where "
+                                  "those fall short].", show_default=False),
+    data_out: Path = typer.Option(None, "--data-out", help="The folder the printed `kgr data` command writes to "
+                                  "(default: the KG's folder).", show_default=False),
     out: Path = typer.Option(None, help="Also write the report as JSON here."),
     budget: int = typer.Option(None, min=0, help="Hops tried counting chains (default: about 25 s of a 2-core CPU); "
                                "where counting every start would take more, long chains are estimated from a "
@@ -108,7 +133,9 @@ def kg_check(
     """Entities, edges and relations; how each relation branches (fan-out, functional share,
     entity types); cycles and isolated entities; how many questions the graph can give per hop
     length and frontier width (exact, or estimated from a sample of starts on a big graph); and
-    what to run next."""
+    what `kgr data` makes of it, from the same selection run dry (nothing written), with the
+    command that makes it."""
+    import shlex
     import time
 
     from rich.table import Table
@@ -117,19 +144,34 @@ def kg_check(
     from library.graph.check import BUDGET, check_graph, counting_note, estimated_hops, recommend
     from library.graph.kg import load_kg
     from library.jsonl import atomic_write_json
+    from library.questions import DatasetConfig, parse_hops
+    from library.questions.plan import dry_run
 
     t0 = time.perf_counter()
     budget = BUDGET if budget is None else budget
+    advice: list[str] = []
     try:
+        sizes = {name: n for name, n in (("n_train", n_train), ("n_eval", n_eval), ("n_train_hard", n_train_hard),
+                                         ("n_dev", n_dev)) if n is not None}
+        hops = {name: parse_hops(text) for name, text in (("train_hops", train_hops), ("eval_hops", eval_hops))
+                if text is not None}
+        planned = DatasetConfig(kg_path=kg, out_dir=kg.parent if data_out is None else data_out, progress=False,
+                                fit_sizes=not sizes, **sizes, **hops)
         graph = load_kg(kg)
         # tqdm on stderr, on a terminal only unless asked, as `kgr data`'s bars; its time left
         # is an upper bound, the whole budget, as an exact count may end well before it.
         with tqdm(total=budget or None, desc="counting chains", unit="hop", unit_scale=True, leave=False,
                   disable=None if progress is None else not progress) as bar:
             report = check_graph(graph, max_hops=max_hops, budget=budget, progress=bar.update)
+        # `kgr data` run dry where its hop lengths were counted exactly: on a graph too big for the
+        # budget the advice rests on the estimates, and says so.
+        counted = set(report["counting"]["exact_hops"])
+        if set(planned.eval_hops) <= counted:
+            advice, plan = dry_run(graph, planned, hops_given=bool(hops))
+            report["kgr_data"] = {"advice": advice, "command": plan.command() if plan else None}
         if out is not None:
             atomic_write_json(out, report)  # before printing: an unwritable --out is the only thing said
-    except DataFileError as exc:
+    except (DataFileError, ValueError) as exc:
         fail(exc)
     except OSError as exc:  # a KG it may not read: one line naming it, not a traceback
         fail(f"{exc.filename or kg}: cannot read or write it ({exc.strerror or exc})")
@@ -158,13 +200,31 @@ def kg_check(
         chain_table.add_row(hops, *(f"~{counts[w]} ±{ci95[hops][w]}" if hops in guessed else str(counts[w])
                                     for w in widths))
     out_console.print(chain_table)
+    if report.get("chains_merging", report["chains"]) != report["chains"]:  # walks that merge, where some do
+        merge_table = Table(title="... and where two held entities may share a successor (held once)",
+                            title_justify="left")
+        merge_table.add_column("hops", justify="right")
+        for w in widths:
+            merge_table.add_column("width 1 (no branching)" if w == "1" else f"width <= {w}", justify="right")
+        ci95m = report["counting"]["ci95_merging"]
+        for hops_, counts in report["chains_merging"].items():
+            merge_table.add_row(hops_, *(f"~{counts[w]} ±{ci95m[hops_][w]}" if hops_ in guessed else str(counts[w])
+                                         for w in widths))
+        out_console.print(merge_table)
     out_console.print(counting_note(report), highlight=False, markup=False)
     cycles = report["cycles"]
     out_console.print(f"fan-out histogram {report['fanout_histogram']}; {cycles['entities_on_cycles']} entities on "
                       f"{cycles['strongly_connected_components']} cycles; {len(report['isolated'])} isolated entities",
                       highlight=False)
-    for line in recommend(report, n_eval=n_eval, n_train_hard=n_train_hard, n_dev=n_dev):
-        out_console.print(f"- {escape(line)}", highlight=False)
+    lines = recommend(report, n_eval=planned.n_eval, n_train_hard=planned.n_train_hard, n_dev=planned.n_dev,
+                      eval_hops=planned.eval_hops)
+    if "kgr_data" in report:  # the dry run's word replaces the counts' guess at what kgr data makes
+        lines = lines[:1] + advice
+    elif set(planned.eval_hops) <= set(map(int, report["chains"])):
+        lines.append(f"`kgr data` was not run dry, its eval chains having been estimated: `kgr kg check "
+                     f"{shlex.quote(str(kg))} --budget 0` runs it, however long it takes")
+    for line in lines:
+        out_console.print(f"- {escape(line)}", highlight=False, soft_wrap=line.startswith("run: "))
     try:
         import resource  # Unix only; ru_maxrss is KiB on Linux, bytes on macOS
 

@@ -49,6 +49,36 @@ class ConfigError(ValueError):
     """A profile or override does not describe a valid training config."""
 
 
+#: A hop length a profile may name by what it is rather than by its number: the longest training
+#: chain of the data it trains on (3 on the paper's 1-3 hops, 2 on a shallow graph's 1-2), read
+#: from the data's stats.json when the config is loaded (:func:`trained_hops`).
+LONGEST = "longest"
+HopLength = int | Literal["longest"]
+
+
+def trained_hops(data_dir: Path) -> tuple[int, ...]:
+    """The training questions' hop lengths of a folder of splits (its stats.json, else its
+    train.jsonl: library/questions/splits.py ``split_hops``); the paper's 1-3 where it has neither.
+
+    >>> trained_hops(Path("data")), trained_hops(Path("no such folder"))
+    ((1, 2, 3), (1, 2, 3))
+    """
+    from library.questions.splits import DatasetConfig, split_hops  # light: no torch
+
+    return split_hops(data_dir, "train") or DatasetConfig().train_hops
+
+
+def _resolve_hops(hops: list[HopLength] | None, trained: tuple[int, ...]) -> list[int] | None:
+    """``hops`` with :data:`LONGEST` read as the longest of ``trained``.
+
+    >>> _resolve_hops(["longest"], (1, 2)), _resolve_hops([2, 3], (1, 2, 3)), _resolve_hops(None, (1,))
+    ([2], [2, 3], None)
+    """
+    if hops is None:
+        return None
+    return list(dict.fromkeys(max(trained) if h == LONGEST else h for h in hops))
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -85,7 +115,7 @@ class SFTSettings(_Strict):
     # Hop lengths the SFT questions are drawn from (balanced over these; None: every length in
     # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
     # 1-hop row, and practises the longest chain the main pipeline may train on.
-    question_hops: list[int] | None = None
+    question_hops: list[HopLength] | None = None
     # More question rows of other hop lengths, drawn beside the n_questions above (which stay the
     # same rows), e.g. {1: 150, 2: 150}: with 3-hop rows only, "after two tags comes the last
     # step" fits every training chain; shorter rows make that rule wrong (docs/FINDINGS.md 41-43).
@@ -121,7 +151,7 @@ class RSFTSettings(_Strict):
     distribution: Distribution = "easy"
     # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl, 1-3): RL
     # learns where SFT is sometimes wrong (docs/FINDINGS.md findings 34-36).
-    prompt_hops: list[int] | None = None
+    prompt_hops: list[HopLength] | None = None
     n_prompts: int = Field(256, ge=1)
     k_samples: int = Field(4, ge=1)
     temperature: float = Field(0.8, gt=0)
@@ -160,7 +190,7 @@ class PoolSettings(_Strict):
 
     by_pass_rate: bool = False
     candidates: int = Field(96, ge=1)
-    hops: list[int] | None = None  # hop lengths of the candidates (None: any)
+    hops: list[HopLength] | None = None  # hop lengths of the candidates (None: any)
     splits: list[Literal["train", "train_hard"]] = Field(default_factory=lambda: ["train"], min_length=1)
     k_samples: int = Field(8, ge=2)  # a pass rate of k/8 tells 0 < p < 1 apart from 0 or 1 at p >= 1/8
     max_prompts: int = Field(64, ge=1)  # the most kept, nearest half right first
@@ -351,6 +381,12 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
+        # hop lengths named "longest" are the data's own (stats.json), never an assumed 3
+        if LONGEST in [*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ()), *(self.grpo.pool.hops or ())]:
+            trained = trained_hops(self.data_dir)
+            self.sft.question_hops = _resolve_hops(self.sft.question_hops, trained)
+            self.rsft.prompt_hops = _resolve_hops(self.rsft.prompt_hops, trained)
+            self.grpo.pool.hops = _resolve_hops(self.grpo.pool.hops, trained)
         if self.grpo.enabled and self.grpo.init_from == "rsft" and not self.rsft.enabled:
             raise ValueError("grpo.init_from is 'rsft' but rsft is disabled")
         if self.ablation.enabled and not self.grpo.enabled:

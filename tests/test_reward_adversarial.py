@@ -257,3 +257,122 @@ def test_no_branch_attack_outranks_the_honest_set_trace(models, preset, attack):
     assert hacked <= honest + 1e-9, f"{attack} scored {hacked} > honest {honest} under {preset}"
     if rm.config.edge_verified and not rm.config.correctness_only:
         assert hacked < honest - 1e-9, f"{attack} ties honest ({honest}) under {preset}"
+
+
+# --------------------------------------------------------------------------- merges and cycles
+# Graphs as users bring them (tests/user_graphs.py): branches that merge (two held entities share a
+# successor, which the honest TRACE states in both clauses and holds once) and cycles. The honest
+# TRACE is the question's reference; the attacks below repeat what a merge repeats, or walk on.
+
+
+def _merging_questions(graph: dict, n: int = 4) -> tuple[KnowledgeGraph, list[Question]]:
+    """``n`` 4-hop and ``n`` 5-hop questions whose walk merges, over at least two relations, from ``graph``."""
+    import random
+
+    from library.graph.oracle import merged, set_walk
+    from library.questions.candidates import Candidates
+    from library.questions.multiple_choice import make_question as make_mc
+
+    kg = KnowledgeGraph.from_dict(graph)
+    rng, found = random.Random(0), []
+    for hops in (4, 5):
+        for path in Candidates(kg).shuffled(hops, 3, True, random.Random(hops)):
+            chain = [e.rel for e in path.edges]
+            if len(set(chain)) > 1 and merged(set_walk(kg.successors, path.entities[0], chain)):
+                q = make_mc(kg, path, rng, "eval", len(found) + 1)
+                if q is not None:  # options by id, as this file's own questions have them
+                    found.append(q.model_copy(update={"options": dict(q.meta["option_ids"])}))
+            if len(found) >= n * (hops - 3):
+                break
+    return kg, found
+
+
+def _merged_entity(kg: KnowledgeGraph, q: Question) -> str:
+    """The label of an entity the walk reaches from two held entities."""
+    from library.graph.oracle import question_walk
+
+    for hop in question_walk(kg, q):
+        stated = [d for _, dsts in hop.clauses for d in dsts]
+        for d in stated:
+            if stated.count(d) > 1:
+                return kg.label(d)
+    raise AssertionError(f"{q.id} does not merge")
+
+
+def _merge_clause(kg: KnowledgeGraph, q: Question) -> str:
+    """One clause of the merge, as the TRACE words it."""
+    from library.graph.oracle import question_walk
+
+    for hop in question_walk(kg, q):
+        stated = [d for _, dsts in hop.clauses for d in dsts]
+        for src, dsts in hop.clauses:
+            if any(stated.count(d) > 1 for d in dsts):
+                return f"{kg.label(src)} {kg.relation_label(hop.rel)} " + " and ".join(kg.label(d) for d in dsts)
+    raise AssertionError(f"{q.id} does not merge")
+
+
+def _with_trace(q: Question, trace: str) -> str:
+    return f"TRACE: {trace}\nANSWER: {q.answer_star}"
+
+
+def _reference_trace(q: Question) -> str:
+    return q.ref.completion.split("\n")[0][len("TRACE: "):]
+
+
+MERGE_ATTACKS: dict[str, tuple[Attack, bool | str]] = {
+    # the merged entity named twice more than the procedure names it
+    "merged_entity_repeated": (lambda kg, q: _with_trace(q, _reference_trace(q) + f" {_merged_entity(kg, q)}" * 2),
+                               "toy"),
+    # a clause of the merge stated again: a claim twice
+    "merge_clause_restated": (lambda kg, q: _with_trace(q, _reference_trace(q) + f" {_merge_clause(kg, q)}."), True),
+    # the honest TRACE, then on from where it ended: every successor of the entities it ends holding
+    "walk_on_past_the_end": (lambda kg, q: _with_trace(q, _reference_trace(q) + " " + _clauses(
+        kg, [(e.src, e.rel, e.dst) for e in kg.out_edges(q.path_star.entities[-1])]
+        or [(q.path_star.entities[0], q.path_star.edges[0].rel, q.path_star.entities[1])]) + "."), True),
+    # the honest TRACE twice over
+    "reference_repeated": (lambda kg, q: _with_trace(q, " ".join([_reference_trace(q)] * 2)), True),
+}
+
+
+@pytest.fixture(scope="module")
+def merging() -> dict[str, tuple[KnowledgeGraph, list[Question]]]:
+    from user_graphs import cyclic_graph, merge_heavy_graph
+
+    return {"merge_heavy": _merging_questions(merge_heavy_graph()), "cyclic": _merging_questions(cyclic_graph())}
+
+
+@pytest.mark.parametrize("graph", ["merge_heavy", "cyclic"])
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_the_honest_trace_of_a_merging_walk_is_never_punished_for_what_the_procedure_repeats(merging, graph, preset):
+    kg, questions = merging[graph]
+    rm = RewardModel.from_preset(kg, preset)
+    assert len(questions) == 8
+    for q in questions:
+        honest = rm.score(q, q.ref.completion)
+        gold_only = rm.score(q, f"TRACE: {honest_trace(kg, q)}\nANSWER: {q.answer_star}")
+        assert all(c.in_kg for c in honest.parsed.claims) and honest.reward.false_edges == 0
+        assert honest.reward.spam_penalty == 0 and honest.reward.model_extra["max_mentions"] <= 2, q.ref.completion
+        assert honest.reward.total == pytest.approx(gold_only.reward.total), (q.id, q.ref.completion)
+
+
+@pytest.mark.parametrize("attack", [*ATTACKS, *BRANCH_ATTACKS, *MERGE_ATTACKS])
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+@pytest.mark.parametrize("graph", ["merge_heavy", "cyclic"])
+def test_no_attack_outranks_the_honest_trace_on_graphs_that_merge_and_cycle(merging, graph, preset, attack):
+    kg, questions = merging[graph]
+    rm = RewardModel.from_preset(kg, preset)
+    if attack in ATTACKS:
+        build, strict = ATTACKS[attack]
+    elif attack in BRANCH_ATTACKS:
+        build, strict = BRANCH_ATTACKS[attack], True
+    else:
+        build, strict = MERGE_ATTACKS[attack]
+    cfg = rm.config
+    for q in questions:
+        reference, attacked = rm.score(q, q.ref.completion), rm.score(q, build(kg, q))
+        honest, hacked = reference.reward.total, attacked.reward.total
+        assert hacked <= honest + 1e-9, f"{attack} scored {hacked} > honest {honest} under {preset} on {q.id}"
+        # where the attack adds nothing to the honest TRACE here (options with no successors), a tie is fair
+        adds = attacked.parsed.claims != reference.parsed.claims or attacked.reward.max_mentions > 2
+        if adds and strict and cfg.edge_verified and not cfg.correctness_only and (strict is True or cfg.preset == strict):
+            assert hacked < honest - 1e-9, f"{attack} ties honest ({honest}) under {preset} on {q.id}"

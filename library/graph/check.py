@@ -4,9 +4,11 @@ branch, and how many questions it can give that are solvable by composition.
 A question (start entity, relation chain) is solvable by composing taught facts hop by hop, with
 no lookahead, by the procedure of library/graph/oracle.py: carry every successor of every held
 entity from hop to hop. Chains are counted by the widest set that walk holds (width 1: no hop
-branches; wider: the TRACE carries sets), among walks that form a tree (no entity reached twice).
-``kgr data`` uses chains up to a maximum width (``--max-width``; by default the smallest that
-fills the splits, :func:`smallest_width`) and refuses to write a split it cannot fill.
+branches; wider: the TRACE carries sets), among walks that form a tree (no entity reached twice)
+and, with ``merges``, among every walk that never comes back to an entity (two held entities may
+share a successor, held once). These counts are the graph's; what ``kgr data`` makes of them (its
+leakage, distractor and uniqueness rules reject some) ``kgr kg check`` learns by running it dry
+(library/questions/plan.py), which also starts its search of widths at the first these counts allow.
 
 Counting is exact on graphs of the size the product is built for; on a big graph
 (``kgr kg check``'s ``--budget``) the long chains are estimated from a random sample of starts,
@@ -56,37 +58,44 @@ MIN_SAMPLE = 30
 class ChainCount:
     """Chains counted by :func:`chain_counts`: exact at every hop length in ``exact_hops``,
     elsewhere estimated from the starts in ``sample`` (drawn uniformly without replacement),
-    with ``ci95[h][w]`` the half-width of the estimate's 95% interval."""
+    with ``ci95[h][w]`` the half-width of the estimate's 95% interval. ``counts`` are tree walks;
+    ``merging`` (counted where asked) every walk that may merge, with its own ``merging_ci95``."""
 
     counts: dict[int, Counter]
     starts: int
     sample: int
     exact_hops: list[int]
     ci95: dict[int, dict[int, int]] = field(default_factory=dict)
+    merging: dict[int, Counter] | None = None
+    merging_ci95: dict[int, dict[int, int]] = field(default_factory=dict)
 
 
 class _Walker:
     """The depth-first walk behind :func:`chain_counts`: every (start, relation chain) whose
-    set walk (library/graph/oracle.py's :func:`step` and :func:`grows_tree`) is a tree no
-    wider than ``cap``, tallied by hop length and widest set, without building a Hop per try."""
+    set walk (library/graph/oracle.py's :func:`step`, :func:`grows_tree` and :func:`grows_set`)
+    is no wider than ``cap`` and never comes back to an entity, tallied by hop length and widest
+    set, without building a Hop per try: tree walks, and with ``merges`` also walks that merge."""
 
-    def __init__(self, kg: KnowledgeGraph, cap: int):
+    def __init__(self, kg: KnowledgeGraph, cap: int, merges: bool = False):
         out: dict[str, dict[str, list[str]]] = defaultdict(dict)
         for e in kg.edges:
             out[e.src].setdefault(e.rel, []).append(e.dst)
         # Successors in kg.successors' order, so a held set's order (and so nothing) changes.
         self.out = {src: {rel: tuple(sorted(dsts)) for rel, dsts in rels.items()} for src, rels in out.items()}
         self.cap = cap
+        self.merges = merges
 
-    def walk(self, start: str, depth: int) -> tuple[list[list[int]], list[int]]:
-        """``(tally, work)`` for chains from ``start`` of at most ``depth`` hops: ``tally[h][w]``
-        chains of ``h`` hops whose widest set holds exactly ``w`` entities; ``work[h]`` the hops
-        tried from ``h``-hop chains (what a deeper count costs)."""
+    def walk(self, start: str, depth: int) -> tuple[list[list[list[int]]], list[int]]:
+        """``(tallies, work)`` for chains from ``start`` of at most ``depth`` hops: ``tallies[0][h][w]``
+        tree chains of ``h`` hops whose widest set holds exactly ``w`` entities (with ``merges``,
+        ``tallies[1]`` the same of every walk, merging or not); ``work[h]`` the hops tried from
+        ``h``-hop chains (what a deeper count costs)."""
         tally = [[0] * (self.cap + 1) for _ in range(depth + 1)]
+        merging = [[0] * (self.cap + 1) for _ in range(depth + 1)]
         work = [0] * (depth + 1)
-        out, cap, empty = self.out, self.cap, {}
+        out, cap, empty, merges = self.out, self.cap, {}, self.merges
 
-        def extend(held: tuple[str, ...], seen: frozenset[str], hops: int, widest: int) -> None:
+        def extend(held: tuple[str, ...], seen: frozenset[str], hops: int, widest: int, tree: bool) -> None:
             if len(held) == 1:
                 rels = out.get(held[0], empty)
             else:  # only a relation some held entity has can give a non-empty hop
@@ -98,23 +107,34 @@ class _Walker:
                     dsts = out.get(e, empty).get(rel)
                     if dsts:
                         nxt.extend(dsts)
-                # More stated than held is a merge (no tree), as is an entity already seen.
-                if len(nxt) > cap or len(set(nxt)) != len(nxt) or not seen.isdisjoint(nxt):
-                    continue
+                # More stated than held is a merge (no tree; a set holds the entity once), and an
+                # entity already passed through a cycle (no walk of either kind).
+                if not merges:
+                    if len(nxt) > cap or len(set(nxt)) != len(nxt) or not seen.isdisjoint(nxt):
+                        continue
+                    grows = True
+                else:
+                    grows = tree
+                    if len(set(nxt)) != len(nxt):
+                        nxt, grows = list(dict.fromkeys(nxt)), False
+                    if len(nxt) > cap or not seen.isdisjoint(nxt):
+                        continue
                 width = max(widest, len(nxt))
-                tally[hops + 1][width] += 1
+                if grows:
+                    tally[hops + 1][width] += 1
+                merging[hops + 1][width] += 1
                 if hops + 1 < depth:
-                    extend(tuple(nxt), seen.union(nxt), hops + 1, width)
+                    extend(tuple(nxt), seen.union(nxt), hops + 1, width, grows)
 
         if depth:
-            extend((start,), frozenset([start]), 0, 1)
-        return tally, work
+            extend((start,), frozenset([start]), 0, 1, True)
+        return ([tally, merging] if merges else [tally]), work
 
 
 def chain_counts(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDTHS, *, budget: int | None = None,
-                 seed: int = 0, progress: Callable[[int], None] | None = None) -> ChainCount:
+                 seed: int = 0, progress: Callable[[int], None] | None = None, merges: bool = False) -> ChainCount:
     """Count (start, relation chain) pairs as :func:`count_chains` does, within ``budget`` hops
-    tried (None or 0: no limit, always exact).
+    tried (None or 0: no limit, always exact); with ``merges``, walks that merge too (``merging``).
 
     Starts are walked in a random order (``seed``), so those walked at any point are a uniform
     sample. Once half the budget is spent, if walking every start would overrun it, the deepest
@@ -123,12 +143,13 @@ def chain_counts(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDT
     chains are estimated from the sample (starts x the sample's mean), with a 95% interval from
     its variance (finite-population corrected). ``progress(n)`` is told of every ``n`` hops tried."""
     cap = max(widths)
-    walker = _Walker(kg, cap)
+    walker = _Walker(kg, cap, merges)
+    rules = 2 if merges else 1  # tree walks, and walks that may merge
     order = sorted(kg.entities)
     random.Random(seed).shuffle(order)
     total, sample = len(order), 0
-    tally = [[0] * (cap + 1) for _ in range(max_hops + 1)]
-    squares = [[0] * (cap + 1) for _ in range(max_hops + 1)]  # per width <= w, for the variance
+    tallies = [[[0] * (cap + 1) for _ in range(max_hops + 1)] for _ in range(rules)]
+    squares = [[[0] * (cap + 1) for _ in range(max_hops + 1)] for _ in range(rules)]  # per width <= w
     work_by_depth = [0] * (max_hops + 1)
     spent = 0
     depth: int | None = None  # how deep the starts not sampled will be counted, once decided
@@ -144,13 +165,14 @@ def chain_counts(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDT
             # Sample on while one more whole walk leaves room to count the rest to that depth.
             if spent + cost_to(max_hops) + cost_to(depth) * (total - sample - 1) > budget:
                 break
-        one, work = walker.walk(start, max_hops)
-        for h in range(1, max_hops + 1):
-            running = 0
-            for w in range(1, cap + 1):
-                tally[h][w] += one[h][w]
-                running += one[h][w]
-                squares[h][w] += running * running
+        ones, work = walker.walk(start, max_hops)
+        for one, tally, square in zip(ones, tallies, squares):
+            for h in range(1, max_hops + 1):
+                running = 0
+                for w in range(1, cap + 1):
+                    tally[h][w] += one[h][w]
+                    running += one[h][w]
+                    square[h][w] += running * running
         for h, n in enumerate(work):
             work_by_depth[h] += n
         spent += sum(work)
@@ -158,41 +180,49 @@ def chain_counts(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDT
         if progress:
             progress(sum(work))
     exact_depth = max_hops if sample == total or depth is None else depth
-    rest = [[0] * (cap + 1) for _ in range(max_hops + 1)]  # the exact hop lengths' starts not sampled
+    # the exact hop lengths' starts not sampled
+    rests = [[[0] * (cap + 1) for _ in range(max_hops + 1)] for _ in range(rules)]
     if sample < total:
         for start in order[sample:] if exact_depth else ():
-            one, work = walker.walk(start, exact_depth)
-            for h in range(1, exact_depth + 1):
-                for w in range(1, cap + 1):
-                    rest[h][w] += one[h][w]
+            ones, work = walker.walk(start, exact_depth)
+            for one, rest in zip(ones, rests):
+                for h in range(1, exact_depth + 1):
+                    for w in range(1, cap + 1):
+                        rest[h][w] += one[h][w]
             if progress:
                 progress(sum(work))
-    counts: dict[int, Counter] = {h: Counter() for h in range(1, max_hops + 1)}
-    ci95: dict[int, dict[int, int]] = {}
-    for h in range(1, max_hops + 1):
-        running = 0
-        for w in range(1, cap + 1):
-            running += tally[h][w] + rest[h][w]
-            cum = running
-            if h > exact_depth:
-                mean = cum / sample
-                var = (squares[h][w] - sample * mean * mean) / (sample - 1) if sample > 1 else float("inf")
-                half = 1.96 * total * math.sqrt(max(var, 0.0) * (1 - sample / total) / sample)
-                ci95.setdefault(h, {})[w] = int(math.ceil(half)) if math.isfinite(half) else total
-                cum = round(mean * total)
-            if w in widths and cum:
-                counts[h][w] = int(cum)
-    return ChainCount(counts=counts, starts=total, sample=sample,
-                      exact_hops=list(range(1, exact_depth + 1)), ci95=ci95)
+    found = []
+    for tally, square, rest in zip(tallies, squares, rests):
+        counts: dict[int, Counter] = {h: Counter() for h in range(1, max_hops + 1)}
+        ci95: dict[int, dict[int, int]] = {}
+        for h in range(1, max_hops + 1):
+            running = 0
+            for w in range(1, cap + 1):
+                running += tally[h][w] + rest[h][w]
+                cum = running
+                if h > exact_depth:
+                    mean = cum / sample
+                    var = (square[h][w] - sample * mean * mean) / (sample - 1) if sample > 1 else float("inf")
+                    half = 1.96 * total * math.sqrt(max(var, 0.0) * (1 - sample / total) / sample)
+                    ci95.setdefault(h, {})[w] = int(math.ceil(half)) if math.isfinite(half) else total
+                    cum = round(mean * total)
+                if w in widths and cum:
+                    counts[h][w] = int(cum)
+        found.append((counts, ci95))
+    (counts, ci95), merging = found[0], (found[1] if merges else (None, {}))
+    return ChainCount(counts=counts, starts=total, sample=sample, exact_hops=list(range(1, exact_depth + 1)),
+                      ci95=ci95, merging=merging[0], merging_ci95=merging[1])
 
 
-def count_chains(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDTHS) -> dict[int, Counter]:
+def count_chains(kg: KnowledgeGraph, max_hops: int, widths: Sequence[int] = WIDTHS,
+                 merges: bool = False) -> dict[int, Counter]:
     """``{hops: Counter(width -> n)}``: (start, relation chain) pairs whose walk
-    (library/graph/oracle.py) is a tree, as the generator requires (at width 1: a simple path),
-    never holding more than ``w`` entities, for each ``w`` in ``widths`` (cumulative: a width-1
-    chain also counts at width 2). Always exact (``kgr data`` sizes its splits by it); see
-    :func:`chain_counts` for a count within a budget."""
-    return chain_counts(kg, max_hops, widths).counts
+    (library/graph/oracle.py) is a tree (at width 1: a simple path), or with ``merges`` any walk
+    that never comes back to an entity, never holding more than ``w`` entities, for each ``w`` in
+    ``widths`` (cumulative: a width-1 chain also counts at width 2). Always exact (``kgr data``
+    starts its search by it); see :func:`chain_counts` for a count within a budget."""
+    counted = chain_counts(kg, max_hops, widths, merges=merges)
+    return counted.merging if merges and counted.merging is not None else counted.counts
 
 
 def smallest_width(report: dict[str, Any], per_hop: int, hops: Iterable[int]) -> int | None:
@@ -228,10 +258,12 @@ def fanouts(kg: KnowledgeGraph) -> list[int]:
 
 
 def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] = WIDTHS, budget: int | None = None,
-                seed: int = 0, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                seed: int = 0, progress: Callable[[int], None] | None = None, merges: bool = True) -> dict[str, Any]:
     """The figures ``kgr kg check`` prints (JSON-ready). Chains are counted exactly unless a
     ``budget`` is given (:func:`chain_counts`); ``report["counting"]`` says which hop lengths
-    were estimated, from how many starts, and each estimate's 95% interval (``ci95``)."""
+    were estimated, from how many starts, and each estimate's 95% interval (``ci95``).
+    ``chains`` counts tree walks; with ``merges``, ``chains_merging`` counts every walk that
+    never comes back to an entity (``ci95_merging`` its intervals)."""
     groups: dict[str, list[int]] = defaultdict(list)  # relation -> fan-out of each (src, rel) group
     signatures: dict[str, Counter] = defaultdict(Counter)
     for (src, rel), n in _groups(kg).items():
@@ -251,8 +283,10 @@ def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] 
     touched = {e.src for e in kg.edges} | {e.dst for e in kg.edges}
     graph = nx.DiGraph((e.src, e.dst) for e in kg.edges)
     cyclic = [c for c in nx.strongly_connected_components(graph) if len(c) > 1]
-    counted = chain_counts(kg, max_hops, widths, budget=budget, seed=seed, progress=progress)
+    counted = chain_counts(kg, max_hops, widths, budget=budget, seed=seed, progress=progress, merges=merges)
     chains = counted.counts
+    merging = {} if counted.merging is None else {
+        "chains_merging": {str(h): {str(w): counted.merging[h][w] for w in widths} for h in counted.merging}}
     return {
         "source": kg.source, "domain": kg.domain,
         "entities": len(kg.entities), "edges": len(kg.edges), "relations": len(kg.relations),
@@ -265,9 +299,11 @@ def check_graph(kg: KnowledgeGraph, *, max_hops: int = 5, widths: Sequence[int] 
         "cycles": {"strongly_connected_components": len(cyclic), "entities_on_cycles": sum(len(c) for c in cyclic)},
         "by_relation": by_relation,
         "chains": {str(h): {str(w): chains[h][w] for w in widths} for h in chains},
+        **merging,
         "counting": {"max_hops": max_hops, "exact_hops": counted.exact_hops, "starts": counted.starts,
                      "sample": counted.sample, "budget": budget or None, "seed": seed,
-                     "ci95": {str(h): {str(w): ci[w] for w in widths} for h, ci in counted.ci95.items()}},
+                     "ci95": {str(h): {str(w): ci[w] for w in widths} for h, ci in counted.ci95.items()},
+                     "ci95_merging": {str(h): {str(w): ci[w] for w in widths} for h, ci in counted.merging_ci95.items()}},
     }
 
 
@@ -311,9 +347,11 @@ def counting_note(report: dict[str, Any]) -> str:
 
 def recommend(report: dict[str, Any], *, n_eval: int, n_train_hard: int, n_dev: int,
               eval_hops: Iterable[int] = (4, 5)) -> list[str]:
-    """What to do with this graph, in plain sentences: whether ``kgr data``'s defaults fit, at
-    which width, and what to change where they do not. Hop lengths the report did not count
-    (``--max-hops`` below them) are never judged, and estimated counts are said to be."""
+    """What the counts alone say of this graph, in plain sentences: how it branches, and whether
+    ``kgr data``'s defaults may fit, at which width (tree walks). ``kgr kg check`` keeps only the
+    first sentence where it runs ``kgr data`` dry; the rest is its word on a graph too big to run
+    it within the budget. Hop lengths the report did not count (``--max-hops`` below them) are
+    never judged, and estimated counts are said to be."""
     eval_hops = list(eval_hops)
     per_hop = -(-(n_eval + n_train_hard + n_dev) // len(eval_hops))  # held-out questions per hop length
     source = shlex.quote(str(report["source"]))  # pasted into a shell: a path with spaces stays one word

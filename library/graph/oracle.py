@@ -13,7 +13,9 @@ until the graph prunes it (a held entity with no successor under the next relati
 :func:`set_walk` is that procedure over any ``successors(entity, relation)`` function; the
 oracle runs it with *only* the facts a training set teaches, the reward reads a TRACE against
 the edges it states (:func:`walk_edges`), and the generator keeps only chains whose walk over
-the whole KG is a tree no wider than the width it was given (:func:`composable`).
+the whole KG is no wider than the width it was given and never comes back to an entity it passed
+through (:func:`composable`; where ``merges`` is off, also a tree: no two held entities share a
+successor).
 
 If the oracle fails on a split, no model trained on those facts can solve it by composition:
 the measurement behind the functional KG (docs/KG.md) and behind ``kgr data``'s refusal to
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 #: fact set name -> which facts count as taught (see :func:`oracle_report`)
 FACT_SETS = ("train", "kg")
@@ -85,24 +87,48 @@ def set_walk(successors: Successors, start: str, chain: Sequence[str]) -> list[H
     return hops
 
 
-def tree_width(start: str, hops: Sequence[Hop]) -> int | None:
-    """The most entities the walk holds at once, or None where it is not a clean tree: it went
-    stuck, or it reaches an entity twice (a merge of two branches, or a revisit), which would
-    make a TRACE name that entity more than twice and give the answer more than one path."""
+def walk_width(start: str, hops: Sequence[Hop], merges: bool = False) -> int | None:
+    """The most entities the walk holds at once, or None where the procedure cannot answer by it:
+    it went stuck, or it comes back to an entity it already passed through (a cycle: the set would
+    hold that entity at two hops). Where two held entities share a successor (a merge) the set
+    holds it once and the TRACE states both facts; ``merges=False`` refuses that walk too (a tree:
+    every entity named at most twice, one path to the answer).
+
+    >>> merge = [Hop("r", (("S", ("A", "B")),)), Hop("q", (("A", ("X",)), ("B", ("X",))))]
+    >>> walk_width("S", merge), walk_width("S", merge, merges=True)
+    (None, 2)
+    >>> walk_width("S", merge + [Hop("p", (("X", ("S",)),))], merges=True)   # back to the start
+    """
     seen = {start}
     widest = 1
     for hop in hops:
-        if not grows_tree(hop, seen):
+        if not (grows_set(hop, seen) if merges else grows_tree(hop, seen)):
             return None
         seen.update(hop.held)
         widest = max(widest, len(hop.held))
     return widest
 
 
+def tree_width(start: str, hops: Sequence[Hop]) -> int | None:
+    """:func:`walk_width` of a tree: None where the walk goes stuck, merges or comes back."""
+    return walk_width(start, hops, merges=False)
+
+
+def merged(hops: Iterable[Hop]) -> bool:
+    """Whether some hop of the walk states more successors than it holds: two held entities
+    shared one (the TRACE names it in both clauses; the set holds it once)."""
+    return any(hop.stated > len(hop.held) for hop in hops)
+
+
+def grows_set(hop: Hop, seen: Iterable[str]) -> bool:
+    """Whether ``hop`` holds something and none of ``seen`` (the entities the walk passed through)."""
+    held = hop.held
+    return bool(held) and not set(seen).intersection(held)
+
+
 def grows_tree(hop: Hop, seen: Iterable[str]) -> bool:
     """Whether ``hop`` holds something, reaches no entity twice and none of ``seen``."""
-    held = hop.held
-    return bool(held) and hop.stated == len(held) and not set(seen).intersection(held)
+    return hop.stated == len(hop.held) and grows_set(hop, seen)
 
 
 def walk_claims(hops: Iterable[Hop]) -> list[tuple[str, str, str, int]]:
@@ -144,10 +170,11 @@ def walk(facts: Mapping[tuple[str, str], set[str]], start: str, chain: Sequence[
     return hops[-1].held if len(hops) == len(chain) else ()
 
 
-def composable(kg: Any, path: Any, max_width: int = 1) -> bool:
+def composable(kg: Any, path: Any, max_width: int = 1, merges: bool = False) -> bool:
     """Whether ``path``'s question is solvable by the procedure with every KG fact taught: the walk
-    from its start along its chain is a tree (no entity reached twice) that never holds more than
-    ``max_width`` entities, and it ends holding ``path``'s end. ``max_width=1``: no branching hop.
+    from its start along its chain never holds more than ``max_width`` entities, never comes back to
+    an entity it passed through, merges nowhere unless ``merges`` (:func:`walk_width`), and it ends
+    holding ``path``'s end. ``max_width=1``: no branching hop.
 
     >>> from library.graph.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -160,8 +187,57 @@ def composable(kg: Any, path: Any, max_width: int = 1) -> bool:
     """
     start, chain = path.entities[0], [e.rel for e in path.edges]
     hops = set_walk(kg.successors, start, chain)
-    width = tree_width(start, hops) if len(hops) == len(chain) else None
+    width = walk_width(start, hops, merges) if len(hops) == len(chain) else None
     return width is not None and width <= max_width and path.entities[-1] in hops[-1].held
+
+
+def path_through(start: str, hops: Sequence[Hop], end: str) -> list[str]:
+    """The entities of one path the walk took from ``start`` to ``end`` (held at the last hop):
+    back from ``end``, each step to the first clause that stated it. Where branches merged, the
+    walk reached ``end`` more than one way and this is the first in TRACE order.
+
+    >>> merge = [Hop("r", (("S", ("A", "B")),)), Hop("q", (("A", ("X",)), ("B", ("X",))))]
+    >>> path_through("S", merge, "X")
+    ['S', 'A', 'X']
+    """
+    path = [end]
+    for hop in reversed(hops):
+        path.append(next(src for src, dsts in hop.clauses if path[-1] in dsts))
+    if path[-1] != start:
+        raise ValueError(f"{end} is not reached from {start} by this walk")
+    return path[::-1]
+
+
+def admissible_walks(successors: Successors, relations: Sequence[str], start: str, length: int, max_width: int,
+                     merges: bool) -> Iterator[tuple[tuple[str, ...], list[Hop]]]:
+    """Every ``(chain, hops)`` of ``length`` relations from ``start`` whose walk the procedure
+    answers by (:func:`walk_width` no more than ``max_width``), depth first in ``relations``' order:
+    the candidates ``kgr data`` draws from where random paths do not find enough.
+
+    >>> from library.graph.kg import KnowledgeGraph
+    >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
+    ...     "entities": [{"id": i, "label": i.lower(), "type": "t"} for i in "SABX"],
+    ...     "relations": [{"id": "r", "label": "leads to"}, {"id": "q", "label": "is fixed by"}],
+    ...     "edges": [{"src": "S", "rel": "r", "dst": "A"}, {"src": "S", "rel": "r", "dst": "B"},
+    ...               {"src": "A", "rel": "q", "dst": "X"}, {"src": "B", "rel": "q", "dst": "X"},
+    ...               {"src": "X", "rel": "r", "dst": "S"}]})
+    >>> [chain for chain, _ in admissible_walks(kg.successors, ["q", "r"], "S", 2, 2, merges=True)]
+    [('r', 'q')]
+    >>> list(admissible_walks(kg.successors, ["q", "r"], "S", 2, 2, merges=False))
+    []
+    """
+    def extend(held: Sequence[str], seen: frozenset[str], hops: list[Hop]) -> Iterator[tuple[tuple[str, ...], list[Hop]]]:
+        for rel in relations:
+            hop = step(successors, held, rel)
+            if len(hop.held) > max_width or not (grows_set(hop, seen) if merges else grows_tree(hop, seen)):
+                continue
+            if len(hops) + 1 == length:
+                yield tuple(h.rel for h in hops) + (rel,), hops + [hop]
+            else:
+                yield from extend(hop.held, seen.union(hop.held), hops + [hop])
+
+    if length > 0:
+        yield from extend((start,), frozenset([start]), [])
 
 
 def question_walk(kg: Any, question: Any) -> list[Hop]:

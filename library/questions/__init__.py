@@ -11,7 +11,9 @@ keep importing them from here):
 - library/questions/distractors.py: the near-miss options;
 - library/questions/multiple_choice.py: one question from one path (make, verify, shuffle);
 - library/questions/leakage.py: the audit of held-out paths inside training splits;
-- library/questions/splits.py: the splits, their stats and ``build_dataset`` (``kgr data``).
+- library/questions/candidates.py: every question a graph gives at a hop length, where random paths find too few;
+- library/questions/splits.py: the splits and their stats;
+- library/questions/plan.py: which walks and how many questions, ``plan_dataset`` and ``build_dataset`` (``kgr data``).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from __future__ import annotations
 from library.questions.distractors import DISTRACTOR_SOURCES, distractor_candidates, pick_distractors
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import ID_FORMATS, make_question, question_id, shuffle_question, verify_unique
-from library.questions.splits import (SPLIT_FILES, STATS_FILE, DatasetConfig, DatasetError, DatasetStats, build_dataset,
-                            question_key)
+from library.questions.plan import Plan, build_dataset, plan_dataset
+from library.questions.splits import (SPLIT_FILES, STATS_FILE, DatasetConfig, DatasetError, DatasetStats, parse_hops,
+                                      question_key)
 from library.questions.wording import blank_tags, question_text, reference_trace, render_prompt
 
 __all__ = [
     "DISTRACTOR_SOURCES", "ID_FORMATS", "SPLIT_FILES", "STATS_FILE",
-    "DatasetConfig", "DatasetError", "DatasetStats", "build_dataset",
+    "DatasetConfig", "DatasetError", "DatasetStats", "Plan", "build_dataset", "parse_hops", "plan_dataset",
     "blank_tags", "distractor_candidates", "entity_seq", "leakage_report", "make_question", "path_edges",
     "pick_distractors", "question_id", "question_key", "question_text", "reference_trace", "render_prompt",
     "shuffle_question", "verify_unique", "windows",

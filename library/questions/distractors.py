@@ -22,8 +22,11 @@ from library.graph.kg import KnowledgeGraph
 DISTRACTOR_SOURCES = ("wrong_relation", "sibling", "stop_early", "overshoot", "neighbour", "nearby_<d>")
 
 
-def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int = 3) -> list[tuple[str, str]]:
-    """Every admissible distractor for ``path`` as ``(entity id, source)``, best tier first.
+def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int = 3,
+                          enough: int | None = None) -> list[tuple[str, str]]:
+    """Every admissible distractor for ``path`` as ``(entity id, source)``, best tier first; with
+    ``enough``, only the tiers up to the first that brings the count to ``enough`` (a pick of that
+    many never reaches past it, and far tiers of a big graph are its slowest part).
 
     Admissible: the answer's type, not the answer, not the start, and never in
     ``kg.reach(start, chain)`` (which allows revisits, so it over-approximates what the
@@ -74,6 +77,8 @@ def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int 
                 if sibling != entities[i + 1]:
                     offer(kg.reach(sibling, rest), "sibling")
     # Tier 1: one step off the path.
+    if enough is not None and len(found) >= enough:
+        return list(found.items())
     offer(entities[1:-1], "stop_early")
     offer([e.dst for e in kg.out_edges(answer)], "overshoot")
     for ent in entities:
@@ -84,6 +89,8 @@ def distractor_candidates(kg: KnowledgeGraph, path: GoldPath, max_distance: int 
     for dist in range(1, max_distance + 1):
         nxt = sorted({nb for node in frontier for nb in kg.neighbours(node) if nb not in seen})
         seen.update(nxt)
+        if enough is not None and len(found) >= enough:
+            break
         if dist >= 2:
             offer(nxt, f"nearby_{dist}")
         frontier = nxt
@@ -100,7 +107,7 @@ def pick_distractors(kg: KnowledgeGraph, path: GoldPath, rng: random.Random, k: 
     is at undirected distance d.
     """
     tiers: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for ent, source in distractor_candidates(kg, path, max_distance=max_distance):
+    for ent, source in distractor_candidates(kg, path, max_distance=max_distance, enough=k):
         tiers[_tier(source)].append((ent, source))
     chosen: list[tuple[str, str]] = []
     for rank in sorted(tiers):

@@ -14,7 +14,7 @@ temporary files) or a ``stats.json`` that some split file does not match, which
 >>> try:
 ...     verify_split_set(folder)
 ... except DataFileError as exc:
-...     print(str(exc).split(": ", 1)[1][:46])
+...     print(str(exc).split(": ", 1)[1][:45])
 eval.jsonl does not match the stats.json writ
 """
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -24,11 +23,11 @@ from library.contracts import LETTERS, GoldPath, PathEdge, Question
 from library.errors import DataFileError
 from library.questions.distractors import distractor_candidates
 from library.jsonl import dumps_line
-from library.graph.kg import KnowledgeGraph, load_kg
+from library.graph.kg import KnowledgeGraph
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import make_question, question_id, shuffle_question, verify_unique
-from library.graph.check import WIDTHS, count_chains, smallest_width
-from library.graph.oracle import composable, oracle_report, question_walk, tree_width
+from library.graph.oracle import composable, merged, oracle_report, question_walk, walk_width
+from library.questions.candidates import Candidates
 from library.questions.split_set import SPLIT_FILES, STATS_FILE, changed_files, write_split_set
 
 
@@ -67,10 +66,12 @@ class DatasetConfig:
     # eval.jsonl only reports a chosen recipe.
     n_dev: int = 100
     train_hops: tuple[int, ...] = (1, 2, 3)
-    train_hop_weights: tuple[int, ...] = (1, 2, 2)  # target mix of train_hops; spills over where the graph runs out
+    # target mix of train_hops; spills over where the graph runs out. None: 1 for the shortest, 2 for
+    # each longer one (1:2:2 on the paper's 1-3 hops)
+    train_hop_weights: tuple[int, ...] | None = None
     eval_hops: tuple[int, ...] = (4, 5)
     max_distance: int = 3  # farthest same-type fallback distractor, in undirected hops from the path
-    attempts_per_question: int = 200  # sampling budget before giving up on a 4-5-hop split
+    attempts_per_question: int = 200  # random paths drawn a question before taking every admissible chain instead
     progress: bool | None = None  # tqdm bars; None = only on a terminal
     # How questions order their steps (library/questions/wording.py: STEP_ORDERS): "chain" (the data
     # files') or "keyed" (later steps keyed by tags, shuffled; data/keyed, docs/FINDINGS.md finding 41)
@@ -79,20 +80,43 @@ class DatasetConfig:
     # branches, every successor is carried). None: the narrowest of graph.check.WIDTHS that fills
     # the splits (1 on a functional graph: no hop branches).
     max_width: int | None = None
+    # Whether a walk may hold once an entity that two held entities share (a merge: the TRACE states
+    # both facts; library/graph/oracle.py: walk_width). None: only where tree walks at every width
+    # cannot fill the splits, so a graph they fill keeps its questions.
+    merges: bool | None = None
+    # Whether the sizes above are the most to make rather than exact (`kgr data` with no size
+    # flag): where the graph cannot give them, every split is sized down together
+    # (library/questions/plan.py), and only an eval below min_eval is refused.
+    fit_sizes: bool = True
+    # The fewest eval questions worth measuring: at 100 a 95% interval is about +-10 points.
+    min_eval: int = 100
+    # Random paths drawn without a new question (a draw that finds no path counts 20) before the
+    # generator takes every admissible chain of the graph instead (the committed graphs' splits
+    # fill with gaps of at most 242 so counted).
+    stall_attempts: int = 600
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kg_path", Path(self.kg_path))
         object.__setattr__(self, "out_dir", Path(self.out_dir))
+        object.__setattr__(self, "train_hops", tuple(self.train_hops))
+        if self.train_hop_weights is None:
+            object.__setattr__(self, "train_hop_weights", (1,) + (2,) * (len(self.train_hops) - 1))
         if len(self.train_hop_weights) != len(self.train_hops):
             raise ValueError("train_hop_weights needs one weight per entry of train_hops")
         from library.questions.wording import STEP_ORDERS
 
         if self.step_order not in STEP_ORDERS:
             raise ValueError(f"step_order {self.step_order!r}: expected one of {STEP_ORDERS}")
-        if set(self.train_hops) & set(self.eval_hops):
-            raise ValueError("train_hops and eval_hops must not overlap: eval hops are the unseen ones")
+        object.__setattr__(self, "eval_hops", tuple(self.eval_hops))
+        if not self.train_hops or not self.eval_hops or min(self.train_hops + self.eval_hops) < 1:
+            raise ValueError("train_hops and eval_hops each need at least one hop length of 1 or more")
+        if max(self.train_hops) >= min(self.eval_hops):
+            raise ValueError(f"train hops {hop_span(self.train_hops)} and eval hops {hop_span(self.eval_hops)}: eval chains "
+                             "must be longer than every training chain (eval hops are the unseen ones)")
         if self.max_width is not None and self.max_width < 1:
             raise ValueError(f"max_width {self.max_width}: a TRACE holds at least one entity a hop")
+        if min(self.n_train, self.n_eval, self.n_train_hard, self.n_dev) < 0:
+            raise ValueError("question counts cannot be negative")
 
     @property
     def width(self) -> int:
@@ -100,6 +124,42 @@ class DatasetConfig:
         if self.max_width is None:
             raise ValueError("max_width is resolved by build_dataset")
         return self.max_width
+
+    @property
+    def merging(self) -> bool:
+        """The resolved :attr:`merges` (None, before :func:`build_dataset` resolves it, reads as no)."""
+        return bool(self.merges)
+
+
+def hop_span(hops: Sequence[int]) -> str:
+    """``(1, 2, 3)`` -> ``"1-3"``, ``(2, 4)`` -> ``"2,4"``, ``(4,)`` -> ``"4"``: hop lengths as
+    ``--train-hops`` / ``--eval-hops`` take them.
+
+    >>> hop_span((1, 2, 3)), hop_span((2, 4)), hop_span((4,))
+    ('1-3', '2,4', '4')
+    """
+    hops = sorted(hops)
+    if len(hops) > 1 and hops == list(range(hops[0], hops[-1] + 1)):
+        return f"{hops[0]}-{hops[-1]}"
+    return ",".join(map(str, hops))
+
+
+def parse_hops(text: str) -> tuple[int, ...]:
+    """``"1-3"`` -> ``(1, 2, 3)``, ``"3,4"`` -> ``(3, 4)``: hop lengths as the command line gives them.
+
+    >>> parse_hops("1-3"), parse_hops("3,4"), parse_hops("4")
+    ((1, 2, 3), (3, 4), (4,))
+    """
+    hops: list[int] = []
+    try:
+        for part in text.replace(" ", "").split(","):
+            low, _, high = part.partition("-")
+            hops += range(int(low), int(high or low) + 1)
+    except ValueError:
+        raise ValueError(f"hop lengths {text!r}: expected a range such as 1-3 or a list such as 3,4") from None
+    if not hops:
+        raise ValueError(f"hop lengths {text!r}: expected a range such as 1-3 or a list such as 3,4")
+    return tuple(sorted(set(hops)))
 
 
 
@@ -133,17 +193,20 @@ class _Slots:
 class _Builder:
     """Collects one split's questions, numbering them and enforcing key uniqueness."""
 
-    def __init__(self, kg: KnowledgeGraph, split: str, rng: random.Random, config: DatasetConfig, bar: tqdm):
+    def __init__(self, kg: KnowledgeGraph, split: str, rng: random.Random, config: DatasetConfig, bar: tqdm,
+                 pool: "Candidates | None" = None):
         self.kg, self.split, self.rng, self.config, self.bar = kg, split, rng, config, bar
+        self.pool = pool or Candidates(kg)
         self.slots = _Slots(random.Random(f"{config.seed}:{split}:letters"))
         self.questions: list[Question] = []
         self.keys: set[Key] = set()
 
     def try_add(self, path: GoldPath) -> Question | None:
         key = question_key(path)
-        # Only chains the procedure walks as a tree no wider than the width (library/graph/oracle.py):
-        # with lookahead ruled out, every branch is carried, and the answer is the one option held.
-        if key in self.keys or not composable(self.kg, path, self.config.width):
+        # Only chains the procedure walks no wider than the width, never coming back to an entity
+        # (library/graph/oracle.py): with lookahead ruled out, every branch is carried, and the
+        # answer is the one option held.
+        if key in self.keys or not composable(self.kg, path, self.config.width, self.config.merging):
             return None
         q = make_question(self.kg, path, self.rng, self.split, len(self.questions) + 1, seed=self.config.seed,
                           answer_slot=self.slots.current(), max_distance=self.config.max_distance,
@@ -178,24 +241,53 @@ def _per_hop(total: int, hops: Sequence[int], weights: Sequence[int]) -> dict[in
     return raw
 
 
-def _sample_split(builder: _Builder, hops: int, n: int, accept) -> None:
+class Shortfall(DatasetError):
+    """A split the graph could not fill: ``made`` of ``wanted`` ``hops``-hop ``split`` questions."""
+
+    def __init__(self, message: str, split: str, hops: int, made: int, wanted: int):
+        super().__init__(message)
+        self.split, self.hops, self.made, self.wanted = split, hops, made, wanted
+
+
+def walks_text(width: int, merges: bool) -> str:
+    """How the questions' walks were admitted, as messages and summaries say it.
+
+    >>> walks_text(1, False), walks_text(3, True)
+    ('carrying at most 1 entity a hop', 'carrying at most 3 entities a hop, branches merging')
+    """
+    return f"carrying at most {width} entit{'y' if width == 1 else 'ies'} a hop" + (", branches merging" if merges else "")
+
+
+def _sample_split(builder: _Builder, hops: int, n: int, accept, partial: bool = False) -> None:
     """Add ``n`` questions of ``hops`` hops from randomly sampled simple paths that pass
-    ``accept``; raises DatasetError when the sampling budget runs out first."""
-    kg, rng = builder.kg, builder.rng
+    ``accept``; where random paths stop giving new questions (``stall_attempts`` in a row, or the
+    sampling budget is spent), from every admissible chain of the graph in random order
+    (:class:`Candidates`). Raises :class:`Shortfall` when even those run out, unless ``partial``
+    (then the split keeps what it has)."""
+    kg, rng, config = builder.kg, builder.rng, builder.config
     goal = len(builder.questions) + n
-    budget = n * builder.config.attempts_per_question
-    while len(builder.questions) < goal and budget > 0:
+    budget = n * config.attempts_per_question
+    idle = 0
+    while len(builder.questions) < goal and budget > 0 and idle < config.stall_attempts:
         budget -= 1
+        before = len(builder.questions)
         path = kg.sample_path(rng, hops)
         if path is not None and accept(path):
             builder.try_add(path)
+        # a draw that found no path of this length at all is 50 random walks that died early
+        idle = 0 if len(builder.questions) > before else idle + (1 if path is not None else 20)
     if len(builder.questions) < goal:
-        raise DatasetError(
-            f"{kg.source}: could only make {n - (goal - len(builder.questions))} of {n} {hops}-hop "
-            f"{builder.split} questions with a unique answer that are solvable by composition carrying at most "
-            f"{builder.config.width} entit{'y' if builder.config.width == 1 else 'ies'} a hop; `kgr kg check "
-            f"{kg.source}` counts the chains the graph has by width: ask for fewer questions "
-            "(--n-eval, --n-train-hard, --n-dev) or a wider --max-width, or give the graph more edges")
+        for path in builder.pool.shuffled(hops, config.width, config.merging, rng):
+            if len(builder.questions) >= goal:
+                break
+            if accept(path):
+                builder.try_add(path)
+    made = n - (goal - len(builder.questions))
+    if made < n and not partial:
+        raise Shortfall(
+            f"{kg.source}: could only make {made} of {n} {hops}-hop {builder.split} questions with a unique answer "
+            f"that are solvable by composition {walks_text(config.width, config.merging)}", builder.split, hops,
+            made, n)
 
 
 def _extend_through(kg: KnowledgeGraph, edge: PathEdge, hops: int, pos: int, rng: random.Random) -> GoldPath | None:
@@ -237,8 +329,10 @@ def _all_paths(kg: KnowledgeGraph, hops: int, rng: random.Random, cap: int = 200
     return sampled()
 
 
-def _build_train(kg: KnowledgeGraph, config: DatasetConfig, eval_qs: list[Question], bar: tqdm) -> list[Question]:
-    """1-3-hop questions: first ones that teach every eval edge, then the target hop mix."""
+def _build_train(kg: KnowledgeGraph, config: DatasetConfig, eval_qs: list[Question], bar: tqdm,
+                 partial: bool = False) -> list[Question]:
+    """1-3-hop questions (``train_hops``): first ones that teach every eval edge, then the target
+    hop mix; with ``partial``, as many as the graph gives up to ``n_train``."""
     rng = random.Random(f"{config.seed}:train")
     builder = _Builder(kg, "train", rng, config, bar)
     quota = _per_hop(config.n_train, config.train_hops, config.train_hop_weights)
@@ -290,8 +384,9 @@ def _build_train(kg: KnowledgeGraph, config: DatasetConfig, eval_qs: list[Questi
             if len(builder.questions) >= config.n_train:
                 break
             add(path)
-    if len(builder.questions) < config.n_train:
-        raise DatasetError(f"{kg.source}: could only make {len(builder.questions)} of {config.n_train} train questions")
+    if len(builder.questions) < config.n_train and not partial:
+        raise Shortfall(f"{kg.source}: could only make {len(builder.questions)} of {config.n_train} train questions",
+                        "train", 0, len(builder.questions), config.n_train)
     return builder.finish()
 
 
@@ -301,14 +396,18 @@ def _teachable(kg: KnowledgeGraph, edge: PathEdge, cache: dict[tuple[str, str, s
     triple = (edge.src, edge.rel, edge.dst)
     if triple not in cache:
         one_hop = GoldPath(entities=[edge.src, edge.dst], edges=[edge])
-        cache[triple] = len(distractor_candidates(kg, one_hop, max_distance=max_distance)) >= 3
+        cache[triple] = len(distractor_candidates(kg, one_hop, max_distance=max_distance, enough=3)) >= 3
     return cache[triple]
 
 
-def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tqdm, bar_hard: tqdm, bar_dev: tqdm
-                         ) -> tuple[list[Question], list[Question], list[Question]]:
+def build_held_out(kg: KnowledgeGraph, config: DatasetConfig, bars: dict[str, tqdm], pool: Candidates,
+                   partial: bool = False) -> tuple[list[Question], list[Question], list[Question]]:
+    """eval, train_hard and dev at ``config``'s sizes and walks (``config.max_width`` resolved);
+    with ``partial``, each as full as the graph allows after the ones before it (what
+    library/questions/plan.py sizes the splits by), else :class:`Shortfall` at the first short one."""
     teach_cache: dict[tuple[str, str, str], bool] = {}
-    eval_b = _Builder(kg, "eval", random.Random(f"{config.seed}:eval"), config, bar_eval)
+    bar_eval, bar_hard, bar_dev = bars["eval"], bars["train_hard"], bars["dev"]
+    eval_b = _Builder(kg, "eval", random.Random(f"{config.seed}:eval"), config, bar_eval, pool)
     eval_asked: set[tuple[str, tuple[str, ...]]] = set()
 
     def eval_ok(path: GoldPath) -> bool:
@@ -321,27 +420,31 @@ def _build_eval_and_hard(kg: KnowledgeGraph, config: DatasetConfig, bar_eval: tq
         return True
 
     for hops, n in _per_hop(config.n_eval, config.eval_hops, [1] * len(config.eval_hops)).items():
-        _sample_split(eval_b, hops, n, eval_ok)
+        _sample_split(eval_b, hops, n, eval_ok, partial)
     eval_qs = eval_b.finish()
 
     # train_hard: same hop lengths, but no eval path inside one of its paths or vice versa,
     # and never an eval (start, chain) pair, so no eval question text or key is shared.
-    hard_qs = _held_out_split(kg, config, "train_hard", config.n_train_hard, eval_qs, eval_asked, bar_hard)
+    hard_qs = _held_out_split(kg, config, "train_hard", config.n_train_hard, eval_qs, eval_asked, bar_hard, pool,
+                              partial)
     # dev: the same rules against eval *and* train_hard, so choosing a recipe on dev never
     # looks at an eval path, and the distribution experiment's hard set stays its own.
     held = eval_qs + hard_qs
     dev_qs = _held_out_split(kg, config, "dev", config.n_dev, held,
-                             eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}, bar_dev)
+                             eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}, bar_dev,
+                             pool, partial)
     return eval_qs, hard_qs, dev_qs
 
 
 def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_total: int, held: list[Question],
-                    held_asked: set[tuple[str, tuple[str, ...]]], bar: tqdm) -> list[Question]:
-    """A 4-5-hop split that shares no path window (either way) and no (start, chain) with ``held``."""
+                    held_asked: set[tuple[str, tuple[str, ...]]], bar: tqdm, pool: Candidates,
+                    partial: bool = False) -> list[Question]:
+    """A held-out split (``eval_hops``) that shares no path window (either way) and no (start,
+    chain) with ``held``."""
     held_seqs = {entity_seq(q) for q in held}
     held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
-    min_len = min(len(s) for s in held_seqs)
-    builder = _Builder(kg, split, random.Random(f"{config.seed}:{split}"), config, bar)
+    min_len = min((len(s) for s in held_seqs), default=min(config.eval_hops) + 1)
+    builder = _Builder(kg, split, random.Random(f"{config.seed}:{split}"), config, bar, pool)
 
     def ok(path: GoldPath) -> bool:
         seq = tuple(path.entities)
@@ -350,7 +453,7 @@ def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_tot
         return not any(w in held_seqs for w in windows(seq, min_len))
 
     for hops, n in _per_hop(n_total, config.eval_hops, [1] * len(config.eval_hops)).items():
-        _sample_split(builder, hops, n, ok)
+        _sample_split(builder, hops, n, ok, partial)
     return builder.finish()
 
 
@@ -379,11 +482,15 @@ class DatasetStats:
     step_order: str = "chain"  # the questions' wording (DatasetConfig.step_order)
     max_width: int = 1  # the most entities a TRACE holds at one hop (DatasetConfig.max_width, resolved)
     widths: dict[str, dict[str, int]] = field(default_factory=dict)  # split -> widest set held -> n
+    # split -> questions whose walk merges (two held entities share a successor); None (left out of
+    # stats.json) where merges were not admitted (DatasetConfig.merges)
+    merges: dict[str, int] | None = None
     generation_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        # the wall time is left out so that stats.json, like the splits, is byte-identical per seed
-        return {k: v for k, v in self.__dict__.items() if k != "generation_seconds"}
+        # the wall time is left out so that stats.json, like the splits, is byte-identical per seed,
+        # and so is what does not apply (None), so that a graph built before such a field keeps its bytes
+        return {k: v for k, v in self.__dict__.items() if k != "generation_seconds" and v is not None}
 
     @property
     def all_verified(self) -> bool:
@@ -398,11 +505,14 @@ class DatasetStats:
         """
         lines = [f"Questions from {self.kg['source']} ({self.kg['entities']} entities, {self.kg['edges']} edges), "
                  f"seed {self.seed}, steps in {self.step_order} order, at most {self.max_width} "
-                 f"entit{'y' if self.max_width == 1 else 'ies'} held a hop, in {self.generation_seconds:.1f} s"]
+                 f"entit{'y' if self.max_width == 1 else 'ies'} held a hop"
+                 + (", branches merging" if self.merges is not None else "") + f", in {self.generation_seconds:.1f} s"]
         for split, by_hop in self.counts.items():
             hops = ", ".join(f"{h}: {n}" for h, n in by_hop.items())
             letters = " ".join(f"{k}{v}" for k, v in self.answer_letters[split].items())
             widths = "" if self.max_width == 1 else "   widths " + ", ".join(f"{w}: {n}" for w, n in self.widths[split].items())
+            if self.merges is not None:
+                widths += f", merging {self.merges[split]}"
             lines.append(f"  {split:<14} {sum(by_hop.values()):>5}  hops {hops}{widths}   answers {letters}   "
                          f"prompt {self.mean_prompt_chars[split]:.0f} chars (max {self.max_prompt_chars[split]})")
         verified = sum(ok for ok, _ in self.unique_verified.values())
@@ -424,14 +534,35 @@ def _hop_counts(questions: list[Question]) -> dict[str, int]:
     return {str(h): c[h] for h in sorted(c)}
 
 
-def _width_counts(kg: KnowledgeGraph, questions: list[Question]) -> dict[str, int]:
-    c = Counter(tree_width(q.meta["start"], question_walk(kg, q)) for q in questions)
+def _width_counts(kg: KnowledgeGraph, questions: list[Question], merges: bool = False) -> dict[str, int]:
+    c = Counter(walk_width(q.meta["start"], question_walk(kg, q), merges) for q in questions)
     return {str(w): c[w] for w in sorted(c)}
 
 
 def _sources(questions: list[Question]) -> dict[str, int]:
     c = Counter(d["source"] for q in questions for d in q.meta["distractors"])
     return {k: v for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def split_hops(data_dir: str | Path, split: str = "train") -> tuple[int, ...]:
+    """The hop lengths of one split of a folder of splits, as its stats.json counts them, else as
+    the split's file has them; ``()`` where neither says. What reads "trained on 1-3 hops,
+    evaluated on 4-5" reads it here (``kgr data --train-hops / --eval-hops``).
+
+    >>> split_hops("data"), split_hops("data", "eval"), split_hops("no such folder")
+    ((1, 2, 3), (4, 5), ())
+    """
+    folder = Path(data_dir)
+    try:
+        counts = json.loads((folder / STATS_FILE).read_text(encoding="utf-8"))["counts"][split]
+        return tuple(sorted(int(h) for h in counts))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    try:
+        with open(folder / SPLIT_FILES[split], encoding="utf-8") as lines:
+            return tuple(sorted({int(json.loads(line)["hop_len"]) for line in lines if line.strip()}))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def source_kg(data_dir: str | Path) -> Path:
@@ -456,51 +587,21 @@ def source_kg(data_dir: str | Path) -> Path:
     raise DataFileError(data_dir, "has no stats.json naming its KG and no kg.json; pass --kg")
 
 
-def build_dataset(config: DatasetConfig, confirm: Callable[[list[str]], bool] | None = None) -> DatasetStats:
-    """Generate all four splits from ``config.kg_path`` into ``config.out_dir`` and return stats.
-
-    With ``config.max_width`` None, the narrowest width of :data:`WIDTHS` whose chains fill the
-    splits is used: the count of chains (:func:`library.graph.check.count_chains`) names where
-    to start, and a width whose splits still cannot be filled (leakage and distractor rules
-    reject chains too) gives way to the next.
-
-    Raises :class:`library.errors.DataFileError` for a bad KG file and :class:`DatasetError`
-    when the graph cannot supply the questions or (never expected) a check fails; in both
-    cases nothing is written. Where ``config.out_dir`` already holds split files that would
-    change, ``confirm(names)`` is asked first (None: overwrite); the set is written whole
-    (:func:`library.questions.split_set.write_split_set`).
-    """
-    if Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
-        raise DataFileError(config.out_dir, "is a file; --out takes the folder the splits are written to")
-    if config.max_width is not None:
-        return _build_at_width(config, confirm)
-    kg = load_kg(config.kg_path)
-    per_hop = -(-(config.n_eval + config.n_train_hard + config.n_dev) // len(config.eval_hops))
-    report = {"chains": {str(h): {str(w): n for w, n in sorted(c.items())}
-                         for h, c in count_chains(kg, max(config.eval_hops), WIDTHS).items()}}
-    first = smallest_width(report, per_hop, config.eval_hops) or max(WIDTHS)
-    error: DatasetError | None = None
-    for width in [w for w in WIDTHS if w >= first]:
-        try:
-            return _build_at_width(replace(config, max_width=width), confirm)
-        except OverwriteRefused:
-            raise
-        except DatasetError as exc:
-            error = exc
-    assert error is not None
-    raise error
-
-
-def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] | None = None) -> DatasetStats:
-    t0 = time.perf_counter()
-    kg = load_kg(config.kg_path)
+def build_splits(kg: KnowledgeGraph, config: DatasetConfig, pool: Candidates | None = None, partial: bool = False,
+                 held_out: tuple[list[Question], list[Question], list[Question]] | None = None
+                 ) -> dict[str, list[Question]]:
+    """Every split at ``config``'s sizes and walks (``max_width`` and ``merges`` resolved): eval,
+    train_hard and dev (:func:`build_held_out`, or ``held_out`` where already built at this
+    config), train, and eval's option-shuffled copy. With ``partial``, each split as full as the
+    graph allows; else :class:`Shortfall` at the first short one."""
+    pool = pool or Candidates(kg)
     disable = None if config.progress is None else not config.progress
     bars = {split: tqdm(total=n, desc=f"{split:<10}", unit="q", disable=disable, leave=False)
             for split, n in (("eval", config.n_eval), ("train_hard", config.n_train_hard), ("dev", config.n_dev),
                              ("train", config.n_train))}
     try:
-        eval_qs, hard_qs, dev_qs = _build_eval_and_hard(kg, config, bars["eval"], bars["train_hard"], bars["dev"])
-        train_qs = _build_train(kg, config, eval_qs, bars["train"])
+        eval_qs, hard_qs, dev_qs = held_out or build_held_out(kg, config, bars, pool, partial)
+        train_qs = _build_train(kg, config, eval_qs, bars["train"], partial)
     finally:
         for bar in bars.values():
             bar.close()
@@ -514,8 +615,16 @@ def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] 
         slot = min(others, key=lambda i: (used[i], shuf_rng.random()))
         used[slot] += 1
         shuffled.append(shuffle_question(q, shuf_rng, answer_slot=slot))
-    splits = {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled, "dev": dev_qs}
+    return {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled, "dev": dev_qs}
 
+
+def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, list[Question]]) -> DatasetStats:
+    """The checks and counts of built splits (what ``stats.json`` holds, less the file hashes).
+
+    Raises :class:`DatasetError` where a check fails (never expected) or where the oracle that
+    knows every fact solves under :data:`MIN_ORACLE` of a held-out split: no split is written
+    that no model can solve by composing the facts it is taught."""
+    train_qs, eval_qs, hard_qs, dev_qs = (splits[name] for name in ("train", "eval", "train_hard", "dev"))
     verified = {name: [sum(verify_unique(kg, q) for q in qs), len(qs)] for name, qs in splits.items()}
     leakage = leakage_report(train_qs, eval_qs, hard_qs, dev_qs)
     oracle = oracle_report(kg, splits)
@@ -524,16 +633,14 @@ def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] 
     one_hop = path_edges(q for q in train_qs if q.hop_len == 1)
     if any(ok != n for ok, n in verified.values()) or any(leakage.values()):
         raise DatasetError(f"generated questions failed their checks: unique={verified}, leakage={leakage}")
-    # Never write data no model can solve by composing the facts it is taught (the pipeline
-    # teaches every KG fact): the held-out splits must be solvable by the oracle.
+    # The pipeline teaches every KG fact: the held-out splits must be solvable by the oracle.
     unsolvable = {split: acc for split, acc in oracle["kg"].items()
-                  if split in ("eval", "train_hard", "dev") and acc < MIN_ORACLE}
+                  if split in ("eval", "train_hard", "dev") and splits[split] and acc < MIN_ORACLE}
     if unsolvable:
         raise DatasetError(f"{kg.source}: the oracle that knows every fact solves only "
                            + ", ".join(f"{acc:.0%} of {split}" for split, acc in unsolvable.items())
                            + f" (needs {MIN_ORACLE:.0%}); `kgr kg check {kg.source}` shows where the graph branches")
-
-    stats = DatasetStats(
+    return DatasetStats(
         kg={"source": str(config.kg_path), "version": kg.version, "entities": len(kg.entities), "edges": len(kg.edges)},
         seed=config.seed,
         counts={name: _hop_counts(qs) for name, qs in splits.items()},
@@ -550,8 +657,17 @@ def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] 
         oracle=oracle,
         step_order=config.step_order,
         max_width=config.width,
-        widths={name: _width_counts(kg, qs) for name, qs in splits.items()},
+        widths={name: _width_counts(kg, qs, config.merging) for name, qs in splits.items()},
+        merges={name: sum(merged(question_walk(kg, q)) for q in qs) for name, qs in splits.items()}
+        if config.merging else None,
     )
+
+
+def write_dataset(config: DatasetConfig, splits: dict[str, list[Question]], stats: DatasetStats,
+                  confirm: Callable[[list[str]], bool] | None = None) -> None:
+    """Write the splits and ``stats.json`` into ``config.out_dir`` as one set
+    (:func:`library.questions.split_set.write_split_set`); where the folder holds other splits
+    that would change, ``confirm(names)`` is asked first (None: overwrite)."""
     files = {SPLIT_FILES[name]: "".join(dumps_line(q) for q in qs).encode("utf-8") for name, qs in splits.items()}
     changed = changed_files(config.out_dir, files)
     if changed and confirm is not None and not confirm(changed):
@@ -559,5 +675,3 @@ def _build_at_width(config: DatasetConfig, confirm: Callable[[list[str]], bool] 
                                "nothing was written")
     write_split_set(config.out_dir, files, stats_json := stats.to_json())
     stats.files = stats_json["files"]
-    stats.generation_seconds = round(time.perf_counter() - t0, 2)
-    return stats

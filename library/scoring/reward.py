@@ -48,6 +48,30 @@ Components of the total, for every preset::
 still shows whether its model learned to state false chains; so is ``max_mentions`` (the most
 times the TRACE names one entity), so that entity spam shows under the paper preset too.
 
+Spam is what goes beyond the honest TRACE. A TRACE of a tree walk names an entity at most twice
+(as an object, then as the subject of the next clause); where two held entities share a successor
+(a merge, library/graph/oracle.py) the procedure itself names it once more per clause that states
+it. Those repetitions are not counted: ``max_mentions`` is the most times a TRACE names one entity
+less the honest TRACE's own repetitions of it past two, and the paper preset's repetition factor
+starts where the honest TRACE's own token repetition ends. On a tree walk nothing is excused:
+
+>>> merge = KnowledgeGraph.from_dict({"version": "1", "domain": "toy",
+...     "entities": [{"id": i, "label": i.lower(), "type": "t"} for i in ("S", "A", "B", "X", "Y")],
+...     "relations": [{"id": "r", "label": "leads to"}, {"id": "q", "label": "is fixed by"}],
+...     "edges": [{"src": "S", "rel": "r", "dst": "A"}, {"src": "S", "rel": "r", "dst": "B"},
+...               {"src": "A", "rel": "q", "dst": "X"}, {"src": "B", "rel": "q", "dst": "X"},
+...               {"src": "X", "rel": "r", "dst": "Y"}]})
+>>> qm = Question(id="m", split="train", hop_len=3, question="...", prompt="...", answer_star="A",
+...               options={"A": "y", "B": "s", "C": "a", "D": "b"}, ref={"trace": ""},
+...               path_star=merge.path_from_entities(["S", "A", "X", "Y"], ["r", "q", "r"]))
+>>> honest = "TRACE: s leads to a and b, a is fixed by x, b is fixed by x, x leads to y.\\nANSWER: A"
+>>> r = RewardModel.from_preset(merge, "toy+edges").score(qm, honest).reward
+>>> r.max_mentions, r.spam_penalty, r.total   # x is named three times, as the procedure does
+(2, 0.0, 2.0)
+>>> r = RewardModel.from_preset(merge, "toy+edges").score(qm, honest.replace("x leads", "x x leads")).reward
+>>> r.max_mentions, r.spam_penalty   # a fourth time is one too many
+(3, 0.5)
+
 ``path_reward`` is the path term before the spam penalty and ``spam_penalty`` the amount
 the penalty removes, so the four bars of the video add up to the total under both presets.
 
@@ -221,10 +245,16 @@ class RewardConfig:
 # --------------------------------------------------------------------------- the model
 
 
-class _QuestionData:
-    """What scoring needs from a question, computed once."""
+#: The most times a TRACE of a tree walk names one entity: as an object, then as the next subject.
+TREE_MENTIONS = 2
 
-    __slots__ = ("entities", "gold", "n_gold", "edge_index", "procedure", "hops", "tokens", "n_tokens")
+
+class _QuestionData:
+    """What scoring needs from a question, computed once (``excused`` and ``honest_repetition``,
+    from the honest TRACE, the first time a completion repeats itself)."""
+
+    __slots__ = ("entities", "gold", "n_gold", "edge_index", "procedure", "hops", "tokens", "n_tokens", "excused",
+                 "honest_repetition")
 
     def __init__(self, kg: KnowledgeGraph, q: Question):
         self.entities = list(q.path_star.entities)
@@ -239,6 +269,9 @@ class _QuestionData:
         self.hops = len(q.path_star.edges)
         self.tokens = path_tokens(kg, [e for e in self.entities if e in kg.entities])
         self.n_tokens = len(self.tokens)
+        # entity -> mentions the honest TRACE makes past TREE_MENTIONS (merges); None until needed
+        self.excused: dict[str, int] | None = None
+        self.honest_repetition: tuple[float, int] = (0.0, 0)  # its top token share and longest run
 
 
 def _token_stats(tokens: list[str]) -> tuple[int, int]:
@@ -298,6 +331,25 @@ class RewardModel:
             data = self._questions[key] = _QuestionData(self.kg, q)
         return data
 
+    def _honest(self, q: Question, qd: _QuestionData) -> dict[str, int]:
+        """``qd.excused``, read (once) from the question's honest TRACE, with its token repetition."""
+        if qd.excused is None:
+            from library.questions.wording import reference_trace, step_order_of  # scoring alone never loads it
+
+            try:
+                trace = reference_trace(self.kg, q.path_star, step_order=step_order_of(q.question))
+            except (ValueError, KeyError):  # the procedure does not walk it in this KG: nothing to excuse
+                qd.excused = {}
+                return qd.excused
+            lowered = BLANK_TAG_RE.sub("", trace).lower()
+            mentions: dict[str, int] = {}
+            _count_elements(mentions, self._scanner.scan(lowered)[0])
+            qd.excused = {e: n - TREE_MENTIONS for e, n in mentions.items() if n > TREE_MENTIONS}
+            tokens = _tokens(lowered)
+            top, run = _token_stats(tokens)
+            qd.honest_repetition = (top / len(tokens) if tokens else 0.0, run)
+        return qd.excused
+
     # The whole computation lives in one function with local names: attribute lookups
     # and intermediate objects were a measurable share of the per-completion cost.
     def _evaluate(self, q: Question, completion: str, entities: bool = True) -> tuple[dict[str, Any], Scored | None]:
@@ -313,15 +365,18 @@ class RewardModel:
         gold, edge_index, kg_edges = qd.gold, qd.edge_index, self._edges
         n_ents = len(ents)
         distinct = set(ents)
-        # The most times one entity is named: measured under every preset (the toy spam rule reads
-        # it; the paper preset prices token repetition instead, so a multi-word label repeated ten
-        # times passes it, and the RL monitor needs the count to see that spam anyway).
+        # The most times one entity is named, less what the honest TRACE repeats of it (merges):
+        # measured under every preset (the toy spam rule reads it; the paper preset prices token
+        # repetition instead, so a multi-word label repeated ten times passes it, and the RL
+        # monitor needs the count to see that spam anyway).
         if n_ents == len(distinct):
             max_mentions = 1 if n_ents else 0
         else:
             mentions: dict[str, int] = {}
             _count_elements(mentions, ents)
-            max_mentions = max(mentions.values())
+            excused = self._honest(q, qd)
+            max_mentions = (max(max(1, n - excused.get(e, 0)) for e, n in mentions.items()) if excused
+                            else max(mentions.values()))
         hits = len(gold.intersection(distinct)) if n_ents else 0
         right = is_correct(answer, valid, q.answer_star)
 
@@ -369,10 +424,14 @@ class RewardModel:
             coverage = len(qd.tokens.intersection(tokens)) / qd.n_tokens if qd.n_tokens else 0.0
             top, run = _token_stats(tokens)
             top_share = top / n if n else 0.0
+            free_share, free_run = cfg.paper_top_share_free, cfg.paper_run_free
+            if top_share > free_share or run > free_run:  # priced from where the honest TRACE's own ends
+                self._honest(q, qd)
+                free_share, free_run = max(free_share, qd.honest_repetition[0]), max(free_run, qd.honest_repetition[1])
             rep = max(
                 0.0,
-                (1.0 - cfg.paper_top_share_slope * max(0.0, top_share - cfg.paper_top_share_free))
-                * (1.0 - cfg.paper_run_slope * max(0, run - cfg.paper_run_free)),
+                (1.0 - cfg.paper_top_share_slope * max(0.0, top_share - free_share))
+                * (1.0 - cfg.paper_run_slope * max(0, run - free_run)),
             )
             path_reward = spam = 0.0
             if valid:
