@@ -16,7 +16,8 @@ export MALLOC_MMAP_MAX_ = 0
 export MALLOC_TRIM_THRESHOLD_ = 100000000000
 
 # Debian packages the project needs: cairo/pango + pkg-config (manim's pycairo and manimpango
-# compile against them), ffmpeg (ffprobe), espeak-ng (narration), DejaVu fonts, chromium (the demo
+# compile against them), ffmpeg (ffprobe), espeak-ng (the narration's fallback when hibari-tts cannot
+# load, and the voice tests/test_listen.py must fail), DejaVu fonts, chromium (the demo
 # page's browser test), g++ (mlx-cpu compiles its fused kernels at run time, tests/test_backend_mlx.py).
 # Installed with apt-get when they are missing and we may (root or sudo);
 # otherwise the exact command is printed and make stops before pip fails on a missing header.

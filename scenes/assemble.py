@@ -10,7 +10,9 @@ in Python:
   the bottom third, in the band portrait scenes leave free), wrapped by us at word boundaries and
   paged two lines at a time;
 * each narration WAV is delayed to its shot's start (``adelay``) and the tracks are mixed
-  (``amix``; silence when there is no narration, so the file always has an audio stream);
+  (``amix``; silence when there is no narration, so the file always has an audio stream), then
+  brought to -14 LUFS with peaks under -1 dBTP: a first audio-only pass measures the mix, the
+  encode applies the missing gain and a peak limiter (``scenes/loudness.py``);
 * H.264 yuv420p + AAC with ``+faststart``, written to a temporary file in the output folder
   (``.<name>.<pid>.<random>.tmp.mp4``, ``<pid>`` = the process running ``assemble``) and
   ``os.replace``-d into place: an interrupted render never leaves a truncated MP4 at the
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from scenes import loudness
 from scenes.storyboard import XFADE_SECONDS
 
 FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
@@ -256,14 +259,33 @@ def _filter_path(p: Path) -> str:
 READRATE_ENV = "KGR_TEST_ASSEMBLE_READRATE"
 
 
-def ffmpeg_command(plan: Plan, out: Path, ass: Path | None, *, preset: str = "veryfast", crf: int = 20) -> list[str]:
+def audio_graph(plan: Plan, first_input: int, audio_filter: str = "", *, pad: bool = True) -> list[str]:
+    """The filters that lay each shot's narration at its start and mix them into ``[aout]``
+    (inputs from ``first_input`` on, one per narrated shot); ``audio_filter`` (the loudness
+    gain, ``scenes/loudness.py``) is applied to the mix, and ``pad`` pads it with silence to
+    the video's end."""
+    audio = [i for i, s in enumerate(plan.shots) if s.audio is not None]
+    if not audio:
+        return [f"anullsrc=r={AUDIO_RATE}:cl=stereo[aout]"]
+    g, labels = [], []
+    for j, i in enumerate(audio):
+        # a narration starts once its shot has faded in (the first shot has no fade)
+        ms = round(plan.starts[i] * 1000) + (round(plan.xfade * 1000) if i else 0)
+        g.append(f"[{first_input + j}:a]aresample={AUDIO_RATE},aformat=sample_fmts=fltp:channel_layouts=stereo,adelay={ms}:all=1[a{j}]")
+        labels.append(f"[a{j}]")
+    mix = [f"amix=inputs={len(labels)}:normalize=0:dropout_transition=0"] if len(labels) > 1 else []
+    chain = mix + ([audio_filter] if audio_filter else []) + (["apad"] if pad else []) or ["anull"]
+    g.append(f"{''.join(labels)}{','.join(chain)}[aout]")
+    return g
+
+
+def ffmpeg_command(plan: Plan, out: Path, ass: Path | None, *, preset: str = "veryfast", crf: int = 20,
+                   audio_filter: str = "") -> list[str]:
     cmd = [ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", "-loglevel", "error"]
     readrate = os.environ.get(READRATE_ENV)
     for s in plan.shots:
         cmd += (["-readrate", readrate] if readrate else []) + ["-i", str(s.clip)]
-    audio = [(i, s.audio) for i, s in enumerate(plan.shots) if s.audio is not None]
-    for _, a in audio:
-        cmd += ["-i", str(a)]
+    cmd += [x for s in plan.shots if s.audio is not None for x in ("-i", str(s.audio))]
     n, fps = len(plan.shots), plan.fps
     g = [f"[{i}:v]settb=AVTB,fps={fps},format=yuv420p,setsar=1[v{i}]" for i in range(n)]
     prev = "v0"
@@ -274,17 +296,7 @@ def ffmpeg_command(plan: Plan, out: Path, ass: Path | None, *, preset: str = "ve
         g.append(f"[{prev}]ass=filename={_filter_path(ass)}:fontsdir={_filter_path(FONT_DIR)}[vout]")
     else:
         g.append(f"[{prev}]null[vout]")
-    labels = []
-    for j, (i, _) in enumerate(audio):
-        ms = round(plan.starts[i] * 1000) + (round(plan.xfade * 1000) if i else 0)
-        g.append(f"[{n + j}:a]aresample={AUDIO_RATE},aformat=sample_fmts=fltp:channel_layouts=stereo,adelay={ms}:all=1[a{j}]")
-        labels.append(f"[a{j}]")
-    if len(labels) > 1:
-        g.append(f"{''.join(labels)}amix=inputs={len(labels)}:normalize=0:dropout_transition=0,apad[aout]")
-    elif labels:
-        g.append(f"{labels[0]}apad[aout]")
-    else:
-        g.append(f"anullsrc=r={AUDIO_RATE}:cl=stereo[aout]")
+    g += audio_graph(plan, n, audio_filter)
     cmd += ["-filter_complex", ";".join(g), "-map", "[vout]", "-map", "[aout]", "-t", f"{plan.total:.4f}",
             "-c:v", "libx264", "-preset", preset, "-crf", str(crf), "-pix_fmt", "yuv420p", "-r", str(fps),
             "-c:a", "aac", "-b:a", "160k", "-ar", str(AUDIO_RATE), "-movflags", "+faststart",
@@ -313,7 +325,7 @@ def assemble(plan: Plan, out_path: Path, *, work_dir: Path | None = None, preset
         os.close(fd)
         tmp = Path(tmp_name).absolute()  # absolute: ffmpeg's command line names the file it writes
         ass = write_ass(plan, work / "captions.ass") if any(s.caption.strip() for s in plan.shots) else None
-        cmd = ffmpeg_command(plan, tmp, ass, preset=preset)
+        cmd = ffmpeg_command(plan, tmp, ass, preset=preset, audio_filter=loudness_filter(plan))
         # killed with this process even if it is SIGKILLed (ffmpeg ignores SIGPIPE, so the
         # closed progress pipe alone would not stop it)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -334,6 +346,21 @@ def assemble(plan: Plan, out_path: Path, *, work_dir: Path | None = None, preset
             tmp.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
     return out_path
+
+
+def loudness_filter(plan: Plan) -> str:
+    """The gain that brings this plan's mixed narration to the platforms' loudness, from a
+    first, audio-only pass that measures it (seconds even for the explainer); "" without
+    narration, or when the narration is silent (no gain could reach the target)."""
+    narrated = [str(s.audio) for s in plan.shots if s.audio is not None]
+    if not narrated:
+        return ""
+    # unpadded, the mix ends with the last narration: the same loudness (silence is gated out)
+    graph = audio_graph(plan, 0, pad=False)
+    found = loudness.run_measure(loudness.measure_command(ffmpeg_exe(), narrated, graph), **_child_dies_with_us())
+    if found.integrated_lufs <= loudness.SILENT_LUFS:
+        return ""
+    return loudness.gain_filter(found.integrated_lufs)
 
 
 # --------------------------------------------------------------------------- child lifetime

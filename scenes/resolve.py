@@ -28,8 +28,11 @@ from library.scoring.matching import is_grounded
 from library.scoring.reward import RewardModel
 from library.runs.reader import RunView, rollout_curve
 from scenes.payloads import validate_payload
+from scenes.spoken import spoken
 from scenes.storyboard import (
+    END_HOLD_SECONDS,
     NARRATION_PAD_SECONDS,
+    XFADE_SECONDS,
     Storyboard,
     ci,
     evaluate_when,
@@ -801,13 +804,18 @@ class ResolvedShot:
     payload: dict[str, Any]
     narration: str
     caption: str
-    duration: float | None  # None: as long as the narration (+ NARRATION_PAD_SECONDS)
+    duration: float | None  # None: as long as the narration (+ crossfades and NARRATION_PAD_SECONDS)
     ex_id: str | None = None
     texts: list[str] = field(default_factory=list)  # every on-screen/spoken string (for audits)
     #: every episode the shot shows or quotes ({phase, ex_id, role}), for the render manifest
     episodes: list[dict[str, str]] = field(default_factory=list)
     selection: dict[str, Any] | None = None  # {query, fallback} of a query selection
     chapter: str | None = None  # the chapter this shot starts, for the upload text
+
+    @property
+    def spoken(self) -> str:
+        """The narration as the voice reads it (scenes/spoken.py); the caption stays written."""
+        return spoken(self.narration)
 
     def manifest_entry(self) -> dict[str, Any]:
         """This shot in ``renders/<name>.manifest.json``: enough to trace a frame to its log lines."""
@@ -817,11 +825,21 @@ class ResolvedShot:
             entry["selection"] = self.selection
         return entry
 
-    def final_duration(self, narration_seconds: float | None) -> float:
+    def final_duration(self, narration_seconds: float | None, *, first: bool = False, last: bool = False) -> float:
+        """The shot's length: a number as written, or, for ``duration: narration``, the speech
+        framed so that no crossfade covers a word: the fade in (not before the first shot), the
+        speech, a breath and the fade out (the last shot holds END_HOLD_SECONDS instead).
+
+        >>> shot = ResolvedShot(0, 1, "title", {}, "Hello.", "", None)
+        >>> shot.final_duration(4.0), shot.final_duration(4.0, first=True), shot.final_duration(4.0, last=True)
+        (4.8, 4.5, 5.1)
+        """
         if self.duration is not None:
             return self.duration
         assert narration_seconds is not None
-        return round(narration_seconds + NARRATION_PAD_SECONDS, 3)
+        lead = 0.0 if first else XFADE_SECONDS
+        tail = END_HOLD_SECONDS if last else XFADE_SECONDS
+        return round(lead + narration_seconds + NARRATION_PAD_SECONDS + tail, 3)
 
 
 def resolve_upload(sb: Storyboard, data: RunData) -> dict[str, str] | None:

@@ -49,8 +49,11 @@ FPS = 30
 SHORT_MAX_SECONDS = 60.0
 #: Crossfade between consecutive shots; shots overlap by this much in the final video.
 XFADE_SECONDS = 0.3
-#: ``duration: narration`` = narration length + this padding (a breath before the cut).
-NARRATION_PAD_SECONDS = 0.4
+#: ``duration: narration`` = the crossfade in + narration + this breath + the crossfade out, so the
+#: narration starts once the shot is faded in and ends before the next shot starts fading in.
+NARRATION_PAD_SECONDS = 0.2
+#: the last shot holds this long after its narration (no crossfade follows it)
+END_HOLD_SECONDS = 0.6
 #: Storyboards are hand-written (the shipped ones are under 25 kB); anything larger is refused unread.
 MAX_STORYBOARD_BYTES = 1_000_000
 #: Values a storyboard may expand to, aliases counted at every use (the shipped ones have ~250):
@@ -151,12 +154,13 @@ def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, LineMap]:
 
 
 class Voice(BaseModel):
-    """Narration voice: ``espeak-ng`` (default, Debian package) or ``piper`` (optional extra)."""
+    """Narration voice: ``hibari`` (default: hibari-tts's ``heart``, inside its wheel; espeak-ng
+    stands in, with a warning, when it cannot load), ``espeak-ng`` or ``piper`` (bring your own)."""
 
     model_config = ConfigDict(extra="forbid")
-    engine: Literal["espeak-ng", "piper"] = "espeak-ng"
-    voice: str | None = None  # espeak-ng voice name (default en-us); ignored by piper
-    speed: int = Field(default=160, ge=80, le=400)  # espeak-ng words per minute
+    engine: Literal["hibari", "espeak-ng", "piper"] = "hibari"
+    voice: str | None = None  # hibari's voice (default heart) or espeak-ng's (default en-us); ignored by piper
+    speed: int = Field(default=160, ge=80, le=400)  # espeak-ng words per minute (and the --no-voice estimate)
 
 
 class Shot(BaseModel):
@@ -371,9 +375,16 @@ def signed_pct(v: float) -> str:
 
 
 def points(step: dict) -> str:
-    """A paired difference in points with its interval: ``+5.0 points (95% CI +2.0 to +8.0)``."""
+    """A paired difference in points with its interval and, where the step has one, the number
+    of questions it was paired on (a difference names its own n: quick's SFT - base is paired
+    on the 30 questions base answered, not on SFT's 150).
+
+    >>> points({"diff": 0.05, "ci": [0.02, 0.08], "n": 300})
+    '+5.0 points (95% CI +2.0 to +8.0, n = 300)'
+    """
     lo, hi = step["ci"]
-    return f"{step['diff'] * 100:+.1f} points (95% CI {lo * 100:+.1f} to {hi * 100:+.1f})"
+    n = f", n = {step['n']}" if "n" in step else ""
+    return f"{step['diff'] * 100:+.1f} points (95% CI {lo * 100:+.1f} to {hi * 100:+.1f}{n})"
 
 
 PHASE_LABELS = {"base": "Base", "sft": "SFT", "rsft": "RSFT", "grpo": "GRPO"}

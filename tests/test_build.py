@@ -147,6 +147,11 @@ def test_missing_tts_engine_is_a_clear_error(built, tmp_path, monkeypatch):
     import scenes.narration as narration
     from scenes.narration import NarrationError
 
+    # hibari cannot load, and its fallback espeak-ng is not installed either
+    def no_hibari(voice):
+        raise NarrationError("hibari is not installed")
+
+    monkeypatch.setattr(narration, "_hibari", no_hibari)
     monkeypatch.setattr(narration.shutil, "which", lambda name: None)
     with pytest.raises(NarrationError, match="--no-voice"):
         build(SHORT, run=built["run"], out_dir=tmp_path, cache_dir=tmp_path / "cache", **TINY)
