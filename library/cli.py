@@ -333,7 +333,8 @@ def serve(
         fail(f"no demo site in {directory} (index.html missing): build one with `kgr demo --out {directory}` "
              "from the project folder, or name a built site with --dir")
     try:
-        read_manifest(directory)  # a broken one would make every page a 404: say why at once
+        # a broken one would make every page a 404: say why at once
+        read_manifest(directory, advice=f"rebuild it with `kgr demo --out {directory}`, or name a built site with --dir")
     except DataFileError as exc:
         fail(exc)
     tryit = None

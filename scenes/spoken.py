@@ -32,7 +32,7 @@ SAID_AS_WORDS = {"CORS", "NASA"}
 SYMBOLS = {"→": " to ", "&": " and ", "✓": "", "✗": "", "×": " times ", "~": " about ", "≈": " about ",
            "≤": " at most ", "≥": " at least ", "·": ", "}
 
-_NUM = r"\d[\d,]*(?:\.\d+)?"
+_NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"  # "1,250" is one number; "1,2,3" three
 _SIGNED = rf"[+\-−]?{_NUM}"
 
 
@@ -124,7 +124,8 @@ def spoken(text: str) -> str:
     s = re.sub(r"(?<=[a-z])\.(?=[a-z])", " dot ", s)
     s = re.sub(r"(?<=\w)\+(?=\w)", " plus ", s)
     # numbers: ranges, magnitudes, percentages, signs, then the rest
-    s = re.sub(rf"\b({_NUM})[–-]({_NUM})\b(?!-?\w*%)", lambda m: f"{number(m[1])} to {number(m[2])}", s)
+    # a chain "3-4-5-hop" reads from its first number to its last
+    s = re.sub(rf"\b({_NUM})(?:[–-](?:{_NUM}))*[–-]({_NUM})\b(?!-?\w*%)", lambda m: f"{number(m[1])} to {number(m[2])}", s)
     s = re.sub(rf"\b({_NUM})([KMB])\b", lambda m: f"{number(m[1])} {MAGNITUDES[m[2]]}", s)
     s = re.sub(rf"(?<![\w.])({_SIGNED})\s?%", lambda m: f"{signed(m[1])} percent", s)
     s = re.sub(rf"(?<![\w.])([+\-−]{_NUM})\b", lambda m: signed(m[1]), s)
@@ -132,6 +133,7 @@ def spoken(text: str) -> str:
     s = re.sub(r"\b[A-Z]{2,}s?\b", _capitals, s)
     # a sentence that now starts with a number word starts with a capital, as written
     s = re.sub(r"(^|[.!?] )([a-z])", lambda m: m[1] + m[2].upper(), s)
+    s = re.sub(r",(?=[^\s\d])", ", ", s)  # "one,two,three": a list read with its pauses
     return " ".join(s.split()).replace(" ,", ",").replace(" .", ".").replace(" ;", ";").replace(" :", ":")
 
 

@@ -136,6 +136,8 @@ def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, LineMap]:
         raise DataFileError(source, f"storyboard is {size} bytes; at most {MAX_STORYBOARD_BYTES} are read")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise DataFileError(source, "values nested too deeply to read") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -408,6 +410,8 @@ class _BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator, left, right):  # type: ignore[override]
         if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
             raise jinja2.sandbox.SecurityError(f"power {right} is larger than a storyboard needs (at most 64)")
+        if operator == "**" and isinstance(left, int) and isinstance(right, int) and left.bit_length() * right > 4096:
+            raise jinja2.sandbox.SecurityError("a power of over 4,096 bits")
         if operator == "*" and isinstance(left, int) and isinstance(right, (str, list, tuple)):
             left, right = right, left
         if operator == "*" and isinstance(left, (str, list, tuple)) and isinstance(right, int) \
@@ -420,8 +424,20 @@ _ENV = _BoundedSandbox(undefined=jinja2.StrictUndefined, autoescape=False, keep_
 _ENV.filters.update(FILTERS)
 # cycler/joiner/lipsum are Python objects and functions a template could climb out of (and
 # lipsum writes megabytes on request); no storyboard needs them. range is the sandbox's bounded one.
-for _name in ("cycler", "joiner", "lipsum"):
+for _name in ("cycler", "joiner", "lipsum", "namespace"):  # namespace: state that grows across a loop
     _ENV.globals.pop(_name, None)
+_ENV.globals["range"] = lambda *args: _bounded_range(*args)
+
+#: The most a storyboard's text may hold once rendered, and the longest loop it may run.
+MAX_RENDERED_CHARS = 100_000
+MAX_RANGE = 1_000
+
+
+def _bounded_range(*args: int) -> range:
+    numbers = range(*args)
+    if len(numbers) > MAX_RANGE:
+        raise jinja2.sandbox.SecurityError(f"Range too big: {len(numbers)} numbers (a storyboard loops at most {MAX_RANGE})")
+    return numbers
 
 #: what every template error that leaves the data says, before the detail
 OUTSIDE = "template reaches outside the storyboard's data"
@@ -463,6 +479,9 @@ def _compile(text: str, sb: Storyboard | None, path: tuple) -> jinja2.Template:
     source = sb.source if sb else "<template>"
     try:
         tree = _ENV.parse(text)
+    except RecursionError:
+        raise DataFileError(source, f"bad template in {_dotted(path)}: nested too deeply to read",
+                            line=_field_line(sb, path, None)) from None
     except jinja2.TemplateSyntaxError as exc:
         raise DataFileError(source, f"bad template in {_dotted(path)}: {exc.message}",
                             line=_field_line(sb, path, exc.lineno)) from None
@@ -473,6 +492,9 @@ def _compile(text: str, sb: Storyboard | None, path: tuple) -> jinja2.Template:
                                     f"of the run's data", line=_field_line(sb, path, lineno))
     try:
         return _ENV.from_string(tree)
+    except RecursionError:
+        raise DataFileError(source, f"bad template in {_dotted(path)}: nested too deeply to read",
+                            line=_field_line(sb, path, None)) from None
     except jinja2.TemplateSyntaxError as exc:  # an unknown filter or test is found while compiling
         raise DataFileError(source, f"bad template in {_dotted(path)}: {exc.message}",
                             line=_field_line(sb, path, exc.lineno)) from None
@@ -503,7 +525,13 @@ def render_text(text: str, context: dict[str, Any], *, where: str, sb: Storyboar
     """Render one template; undefined names and filter errors become DataFileError at the line."""
     template = _compile(text, sb, path)
     try:
-        return " ".join(template.render(**context).split())
+        parts, size = [], 0
+        for chunk in template.generate(**context):  # stopped as it grows, not after
+            size += len(chunk)
+            if size > MAX_RENDERED_CHARS:
+                raise jinja2.sandbox.SecurityError(f"the text grows past {MAX_RENDERED_CHARS:,} characters")
+            parts.append(chunk)
+        return " ".join("".join(parts).split())
     except _TEMPLATE_ERRORS as exc:
         raise _template_error(exc, where, sb, path) from None
 

@@ -78,6 +78,14 @@ def real_kg() -> KnowledgeGraph:
 
 
 @pytest.fixture
+def kg_file(tmp_path) -> Path:
+    """The tiny graph written as a kg.json."""
+    path = tmp_path / "kg.json"
+    path.write_text(json.dumps(TINY_KG))
+    return path
+
+
+@pytest.fixture
 def fixture_run(tmp_path, tiny_kg):
     """A synthetic run folder (tests/fixture_run.py) written with the run-log API."""
     from fixture_run import build_fixture_run

@@ -207,3 +207,27 @@ def test_a_full_disk_is_one_sentence_and_leaves_the_old_set(tmp_path, monkeypatc
     assert result.exit_code == 2, result.output
     assert "cannot write it (No space left on device)" in " ".join(result.output.split())
     assert _contents(out) == old and sorted(p.name for p in out.iterdir()) == sorted(NAMES)  # no temporary files left
+
+
+def test_a_renamed_copy_is_checked_and_a_runs_own_copy_is_its_own(quick_copy, tmp_path, monkeypatch):
+    from library.runs.reader import RunView
+
+    run, data = quick_copy
+    other = tmp_path / "other.jsonl"
+    other.write_text((data / "eval.jsonl").read_text().replace("ANSWER", "ANSWER "))
+    with pytest.raises(DataFileError, match="not the data"):
+        RunView.open(run, questions=other).questions("eval")
+    # a run's own KG copy is the run's, however the run's path is written
+    shutil.copy(REAL_KG, run / "kg.json")
+    meta = json.loads((run / "meta.json").read_text())
+    meta["data"]["kg.json"] = "0" * 64
+    (run / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.chdir(run.parent)
+    assert RunView.open(run.name).kg.entities and RunView.open(run).kg.entities
+
+
+@pytest.mark.parametrize("text", ["[]", '{"files": ["train.jsonl"]}'])
+def test_a_stats_json_of_another_shape_is_one_sentence(tmp_path, text):
+    (tmp_path / STATS_FILE).write_text(text)
+    with pytest.raises(DataFileError, match="is not the stats.json `kgr data` writes"):
+        verify_split_set(tmp_path)

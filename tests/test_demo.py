@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_KG
+from conftest import REPO
 from library.contracts import PHASES
 from library.demo.site import build_demo, collect, layout_subgraph, span_entities
 from library.runs.folder import RunDir
-
-
-@pytest.fixture
-def kg_file(tmp_path) -> Path:
-    path = tmp_path / "kg.json"
-    path.write_text(json.dumps(TINY_KG))
-    return path
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import TINY_KG
 from library.cli import app
 from library.demo.server import DemoServer
 from library.demo.site import LEGACY_FILES, MANIFEST, build_demo, read_manifest
@@ -25,13 +24,6 @@ from library.errors import DataFileError
 
 USER_FILES = {"static/mine.css": "body { color: hotpink }", "static/photos/a.jpg": "JPEG",
               "data.json": '{"mine": true}', "notes.txt": "my notes"}
-
-
-@pytest.fixture
-def kg_file(tmp_path) -> Path:
-    path = tmp_path / "kg.json"
-    path.write_text(json.dumps(TINY_KG))
-    return path
 
 
 @pytest.fixture

@@ -328,8 +328,10 @@ SCHEMA = json.loads(files("library.graph").joinpath("kg.schema.json").read_text(
 
 
 def _validator():
-    """jsonschema is a dev dependency (`make test` installs it); the importer does not need it."""
-    return pytest.importorskip("jsonschema").Draft202012Validator
+    """jsonschema is a dev dependency (`make test` installs it; missing, these tests fail, never skip)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator
 
 
 def _schema_ok(obj: dict) -> bool:
@@ -430,3 +432,14 @@ def test_rules_beyond_the_schema_are_the_loaders(tiny_kg_dict, change, message):
 def test_imports_validate_against_the_schema(tmp_path):
     kg = _import(tmp_path, "drugs.ttl", TURTLE)
     assert _schema_ok(kg)
+
+
+def test_an_unclosed_quote_names_the_row_where_it_starts(tmp_path):
+    from library.errors import DataFileError
+    from library.graph.formats import import_graph
+
+    path = tmp_path / "bad.csv"
+    path.write_text("head,relation,tail\na,\"r,b\n" + "".join(f"x{i},r,y{i}\n" for i in range(20000)))
+    with pytest.raises(DataFileError, match="unclosed quote") as err:
+        import_graph(path)
+    assert err.value.line == 2

@@ -71,19 +71,26 @@ def test_labels_differing_only_in_case_or_spacing_clash(tmp_path):
     assert "is already used by 'E0'" in str(err) and err.line is not None
 
 
-def test_a_trailing_space_does_not_reach_prompts_or_traces():
-    """A label with a trailing space wrote doubled spaces into every question and TRACE naming it."""
+def _question_with_labels_ending(suffix: str):
+    """data/kg.json with ``suffix`` added to the labels on the first keyed eval question's path,
+    and that question made again over it."""
     from library.contracts import Question
     from library.questions.multiple_choice import make_question
-    from library.scoring.reward import RewardModel
 
     graph = json.loads((REPO / "data" / "kg.json").read_text())
     q0 = Question.model_validate_json((REPO / "data" / "keyed" / "eval.jsonl").read_text().splitlines()[0])
     for ent in graph["entities"]:
         if ent["id"] in q0.path_star.entities:
-            ent["label"] += " "
+            ent["label"] += suffix
     kg = KnowledgeGraph.from_dict(graph)
-    q = make_question(kg, q0.path_star, random.Random(0), "eval", 0, step_order="keyed")
+    return kg, make_question(kg, q0.path_star, random.Random(0), "eval", 0, step_order="keyed")
+
+
+def test_a_trailing_space_does_not_reach_prompts_or_traces():
+    """A label with a trailing space wrote doubled spaces into every question and TRACE naming it."""
+    from library.scoring.reward import RewardModel
+
+    kg, q = _question_with_labels_ending(" ")
     assert "  " not in q.question and "  " not in q.ref.completion
     scored = RewardModel.from_preset(kg, "paper+edges").score(q, q.ref.completion)
     assert scored.correct and scored.reward.edge_hits == q.hop_len
@@ -98,17 +105,9 @@ def test_a_decomposed_label_in_a_completion_matches():
 
 
 def test_a_decomposed_trace_earns_the_reward_of_the_composed_one():
-    from library.contracts import Question
-    from library.questions.multiple_choice import make_question
     from library.scoring.reward import RewardModel
 
-    graph = json.loads((REPO / "data" / "kg.json").read_text())
-    q0 = Question.model_validate_json((REPO / "data" / "keyed" / "eval.jsonl").read_text().splitlines()[0])
-    for ent in graph["entities"]:
-        if ent["id"] in q0.path_star.entities:
-            ent["label"] += " caf\u00e9"
-    kg = KnowledgeGraph.from_dict(graph)
-    q = make_question(kg, q0.path_star, random.Random(0), "eval", 0, step_order="keyed")
+    kg, q = _question_with_labels_ending(" caf\u00e9")
     reward = RewardModel.from_preset(kg, "paper+edges")
     composed = reward.score(q, q.ref.completion)
     decomposed = reward.score(q, unicodedata.normalize("NFD", q.ref.completion))

@@ -40,3 +40,11 @@ def test_the_interval_forms_are_said_as_a_person_says_them():
     assert spoken(f"GRPO: 84% ({ci([0.79, 0.88])})") == "G R P O: eighty-four percent, interval seventy-nine to eighty-eight percent"
     assert spoken("Lost " + points({"diff": -0.023, "ci": [-0.04, -0.007]})) == \
         "Lost minus two point three points, interval minus four to minus zero point seven"
+
+
+def test_lists_and_chains_of_numbers():
+    from scenes.spoken import spoken
+
+    assert spoken("hops 1,2,3 and 4,5") == "Hops one, two, three and four, five"
+    assert spoken("unseen 3-4-5-hop questions") == "Unseen three to five-hop questions"
+    assert spoken("1,250 steps") == "One thousand two hundred fifty steps"

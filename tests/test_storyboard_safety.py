@@ -121,6 +121,27 @@ def test_templates_cannot_build_huge_values(run_with_kg):
             render_text(template, ctx, where="t")
 
 
+@pytest.mark.parametrize("template", [
+    # state carried across a loop doubles a text 33 times: namespace is gone
+    "{% set ns = namespace(s='x') %}{% for i in range(33) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+    "{% for i in range(100000) %}x{% endfor %}",  # loops are bounded
+    "{% for i in range(900) %}{{ 'x' * 9000 }}{% endfor %}",  # and so is what a template writes
+    "{{ (((((2**64)**64)**64)**64)**64) is number }}",  # powers by their size, not only their exponent
+])
+def test_templates_cannot_grow_without_bound(run_with_kg, template):
+    ctx = RunData.load(run_with_kg).template_context()
+    with pytest.raises(DataFileError, match=f"{OUTSIDE}|'namespace' is undefined"):
+        render_text(template, ctx, where="t")
+
+
+def test_nesting_too_deep_is_one_sentence(tmp_path):
+    with pytest.raises(DataFileError, match="nested too deeply"):
+        loads_storyboard("title: t\nformat: short\na: " + "[" * 5000 + "]" * 5000 + "\n", tmp_path / "deep.yaml")
+    with pytest.raises(DataFileError, match="nested too deeply"):
+        loads_storyboard("title: t\nformat: short\nshots:\n  - scene: title\n    params: {title: x}\n    duration: 2\n"
+                         "    caption: '{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}'\n", tmp_path / "deep.yaml")
+
+
 def test_shipped_templates_still_render(run_with_kg):
     # filters, loops, `set`, `selectattr`, `'%+d' % x` and `range` stay allowed
     for name in ("short", "explainer"):

@@ -368,7 +368,8 @@ MANIFEST = ".kgr-demo-manifest.json"  # in the site folder: every file kgr demo 
 LEGACY_FILES = ("index.html", "data.json", "static/app.js", "static/style.css")
 PAGE_MARK = b'<script id="demo-data" type="application/json">'  # in every index.html kgr demo writes
 MAX_LISTED = 5  # files named when a folder is refused
-_UNSURE = "so kgr demo cannot tell which files it wrote here: remove it or choose another --out folder"
+_UNSURE = "so kgr demo cannot tell which files it wrote here"
+REBUILD = "remove it or choose another --out folder"  # what to do about it, as kgr demo says it
 
 
 def _safe_json_for_html(obj: Any) -> str:
@@ -418,23 +419,23 @@ def site_files(site: SiteData, title: str = "KG reasoner: episode player") -> di
             "data.json": (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"), **static_files()}
 
 
-def read_manifest(folder: Path) -> dict[str, frozenset[str]] | None:
+def read_manifest(folder: Path, advice: str = REBUILD) -> dict[str, frozenset[str]] | None:
     """The files kgr demo wrote into ``folder``, each with the sha256 it may have (two while a build
     is under way: the old content and the new), or None when the folder has no manifest. A manifest
-    that cannot be read is a DataFileError: it decides what kgr demo may overwrite."""
+    that cannot be read is a DataFileError ending with ``advice``: it decides what kgr demo may overwrite."""
     path = Path(folder) / MANIFEST
     if not os.path.lexists(path):
         return None
     if not _plain_file(path):
-        raise DataFileError(path, f"is not a plain file, {_UNSURE}")
+        raise DataFileError(path, f"is not a plain file, {_UNSURE}: {advice}")
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        raise DataFileError(path, f"cannot be read ({exc}), {_UNSURE}") from None
+        raise DataFileError(path, f"cannot be read ({exc}), {_UNSURE}: {advice}") from None
     owned: dict[str, set[str]] = defaultdict(set)
     for block in (obj.get("files"), obj.get("pending", {})) if isinstance(obj, dict) else (None,):
         if not isinstance(block, dict) or not all(_valid_rel(k) and isinstance(v, str) for k, v in block.items()):
-            raise DataFileError(path, f"is not a kgr demo manifest ('files': relative path -> sha256), {_UNSURE}")
+            raise DataFileError(path, f"is not a kgr demo manifest ('files': relative path -> sha256), {_UNSURE}: {advice}")
         for rel, sha in block.items():
             owned[rel].add(sha)
     return {rel: frozenset(shas) for rel, shas in owned.items()}

@@ -58,8 +58,14 @@ def write_split_set(out_dir: Path, files: Mapping[str, bytes], stats: dict[str, 
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    for tmp, final in staged:
-        os.replace(tmp, final)
+    for i, (tmp, final) in enumerate(staged):
+        try:
+            os.replace(tmp, final)
+        except OSError as exc:  # e.g. a folder where a split goes: stats.json now refuses the set
+            for left, _ in staged[i:]:
+                left.unlink(missing_ok=True)
+            raise DataFileError(final, f"cannot write it ({exc.strerror or exc}); the folder holds a partial set "
+                                       f"that `kgr train` refuses: run `kgr data --out {out_dir}` again") from exc
 
 
 def verify_split_set(data_dir: str | Path) -> None:
@@ -69,7 +75,13 @@ def verify_split_set(data_dir: str | Path) -> None:
     stats_path = data_dir / STATS_FILE
     if not stats_path.is_file():
         return
-    recorded = read_json(stats_path).get("files") or {}
+    stats = read_json(stats_path)
+    recorded = stats.get("files") if isinstance(stats, dict) else None
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        if isinstance(stats, dict) and "files" not in stats:
+            return  # written before stats.json recorded hashes: nothing to check against
+        raise DataFileError(stats_path, "is not the stats.json `kgr data` writes (no table of file hashes under "
+                                        f"\"files\"): run `kgr data --out {data_dir}` again")
     differ = [name for name, digest in recorded.items()
               if not (data_dir / name).is_file() or sha256_file(data_dir / name) != digest]
     if differ:

@@ -100,12 +100,13 @@ class RunDir:
             os.pwrite(fd, f"pid {os.getpid()} ({' '.join(sys.argv)[:300]})\n".encode(), 0)
             yield
         finally:
-            os.close(fd)  # closing the descriptor releases the lock
-            # a run refused before it wrote anything (bad data, bad settings) leaves no folder behind
+            # a run refused before it wrote anything (bad data, bad settings) leaves no folder behind;
+            # removed while the lock is still held, so no other writer can be starting in it
             if created and [p.name for p in self.path.iterdir()] == [LOCK]:
                 (self.path / LOCK).unlink(missing_ok=True)
                 with contextlib.suppress(OSError):
                     self.path.rmdir()
+            os.close(fd)  # closing the descriptor releases the lock
 
     # --------------------------------------------------------------------- meta
     def write_meta(self, meta: dict[str, Any]) -> None:

@@ -143,21 +143,23 @@ class RunView:
         recorded = self.meta.get("data") or {}
         path = Path(path)
         name = name or path.name
-        if name not in recorded or not path.is_file() or self.path in path.resolve().parents:
+        if name not in recorded or not path.is_file() or self.path.resolve() in path.resolve().parents:
             return
         if _file_digest(path) == recorded[name]:
             return
         changed = [str(path)] + [str(p) for p, digest in self._data_files().items()
-                                 if p != path and p.is_file() and self.path not in p.resolve().parents
+                                 if p != path and p.is_file() and self.path.resolve() not in p.resolve().parents
                                  and _file_digest(p) != digest]
         raise DataFileError(path, f"not the data {self.path} was trained on ({', '.join(changed)} differ"
                                   f"{'s' if len(changed) == 1 else ''} from the sha256 in its meta.json: changed "
-                                  "since, or another folder); pass --data / --kg with the files it was trained on")
+                                  "since, or another folder); point --data (or --questions) and --kg at the files "
+                                  "it was trained on")
 
     def _data_files(self) -> dict[Path, str]:
         """The run's data files where this view reads them, with the sha256 meta.json recorded."""
-        kg_name = self._kg_name
-        return {(self.kg_path if name == kg_name else self.data_dir / name): digest
+        kg_name, eval_name = self._kg_name, SPLIT_FILES["eval"]
+        return {(self.kg_path if name == kg_name else self.questions_file("eval") if name == eval_name
+                 else self.data_dir / name): digest
                 for name, digest in (self.meta.get("data") or {}).items()}
 
     @property
@@ -180,7 +182,7 @@ class RunView:
         """Every question of a split, by id (read once)."""
         if split not in self._questions:
             path = self.questions_file(split)
-            self.check_data(path)
+            self.check_data(path, SPLIT_FILES.get(split, path.name))  # by the split's name: a renamed copy is checked too
             self._questions[split] = {q.id: q for _, q in iter_jsonl(path, Question)}
         return self._questions[split]
 

@@ -81,7 +81,7 @@ def read_table(text: str, source: str | Path, delimiter: str) -> Draft:
     if ignored:
         draft.notes.append(f"ignored columns: {', '.join(map(repr, ignored))}")
     start = reader.line_num + 1
-    for cells in reader:
+    for cells in _rows(reader, source):
         row, start = start, reader.line_num + 1  # a quoted cell may span lines: a row is its first line
         if not any(c.strip() for c in cells):
             continue
@@ -103,6 +103,20 @@ def read_table(text: str, source: str | Path, delimiter: str) -> Draft:
         draft.relation(cell["relation"], place, label=cell.get("relation_label") or None)
         draft.link(cell["head"], cell["relation"], cell["tail"], place)
     return draft
+
+
+def _rows(reader, source: str):
+    """``reader``'s rows; a row csv cannot read (an unclosed quote swallowing the file) is a DataFileError."""
+    while True:
+        first = reader.line_num + 1  # where the row csv is about to read starts
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataFileError(source, f"cannot read the row that starts here as "
+                                        f"{'TSV' if reader.dialect.delimiter == chr(9) else 'CSV'}: {exc} "
+                                        "(an unclosed quote?)", line=first) from None
 
 
 def read_table_file(path: str | Path, delimiter: str) -> Draft:
