@@ -381,7 +381,8 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
     t0 = time.perf_counter()
     plan = plan_work(config, selection, tokenizer, kg)
     rates = calibrate_run(config, selection, tokenizer, kg, model)
-    seconds = {k: round(v, 1) for k, v in estimate(plan, rates).items()
+    # a phase with work to do never reads "0 s" (a tiny run on a quick CPU rounds under 0.05 s)
+    seconds = {k: max(round(v, 1), 0.1) if v > 0 else 0.0 for k, v in estimate(plan, rates).items()
                if k.removesuffix("_eval").removesuffix("_pool") not in done}
     table = Table(title=f"estimated time on this machine (calibrated in {time.perf_counter() - t0:.0f} s)",
                   title_justify="left")
