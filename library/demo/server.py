@@ -159,12 +159,19 @@ def site_path(path: str) -> str | None:
     """
     if path == "/":
         return "index.html"
-    if path.endswith("/"):
-        return None
-    parts = path.lstrip("/").split("/")
-    if any(not part or part.startswith(".") or "\\" in part or "\x00" in part for part in parts):
-        return None
-    return "/".join(parts)
+    rel = path.lstrip("/")
+    return rel if valid_rel(rel) else None
+
+
+def valid_rel(rel: object) -> bool:
+    """A path names a file inside its folder: relative, no empty or hidden part (``..``, ``.env``),
+    no backslash: what the server serves and what a kgr demo manifest may list.
+
+    >>> [valid_rel(r) for r in ("static/app.js", "../x", "/etc/passwd", ".env", "a//b", "a\\\\b", "", "static/")]
+    [True, False, False, False, False, False, False, False]
+    """
+    return (isinstance(rel, str) and "\\" not in rel and "\x00" not in rel
+            and all(part and not part.startswith(".") for part in rel.split("/")))
 
 
 class _DeadlineReader(io.RawIOBase):

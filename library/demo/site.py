@@ -37,6 +37,7 @@ from library.graph.kg import KnowledgeGraph
 from library.scoring.matching import DEPARTURE_WORDS, EntityMatcher
 from library.runs.folder import META
 from library.runs.reader import RunView, rollout_curve
+from library.demo.server import valid_rel
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -381,16 +382,6 @@ def _plain_file(path: Path) -> bool:
     return path.is_file() and not path.is_symlink()
 
 
-def _valid_rel(rel: object) -> bool:
-    """A manifest entry names a file inside its folder: relative, no ``..``, no hidden part, no backslash.
-
-    >>> [_valid_rel(r) for r in ("static/app.js", "../x", "/etc/passwd", ".env", "a//b", "a\\\\b", "")]
-    [True, False, False, False, False, False, False]
-    """
-    return (isinstance(rel, str) and "\\" not in rel and "\x00" not in rel
-            and all(part and not part.startswith(".") for part in rel.split("/")))
-
-
 def _through_link(folder: Path, rel: str) -> Path | None:
     """The first symbolic link on the way from ``folder`` to ``folder/rel`` (itself included), or None."""
     path = Path(folder)
@@ -404,7 +395,7 @@ def _through_link(folder: Path, rel: str) -> Path | None:
 def static_files() -> dict[str, bytes]:
     """The page's plain files (``static/...`` -> bytes), as packaged."""
     return {f"static/{p.relative_to(STATIC_DIR).as_posix()}": p.read_bytes() for p in sorted(STATIC_DIR.rglob("*"))
-            if p.is_file() and _valid_rel(p.relative_to(STATIC_DIR).as_posix())}
+            if p.is_file() and valid_rel(p.relative_to(STATIC_DIR).as_posix())}
 
 
 def site_files(site: SiteData, title: str = "KG reasoner: episode player") -> dict[str, bytes]:
@@ -434,7 +425,7 @@ def read_manifest(folder: Path, advice: str = REBUILD) -> dict[str, frozenset[st
         raise DataFileError(path, f"cannot be read ({exc}), {_UNSURE}: {advice}") from None
     owned: dict[str, set[str]] = defaultdict(set)
     for block in (obj.get("files"), obj.get("pending", {})) if isinstance(obj, dict) else (None,):
-        if not isinstance(block, dict) or not all(_valid_rel(k) and isinstance(v, str) for k, v in block.items()):
+        if not isinstance(block, dict) or not all(valid_rel(k) and isinstance(v, str) for k, v in block.items()):
             raise DataFileError(path, f"is not a kgr demo manifest ('files': relative path -> sha256), {_UNSURE}: {advice}")
         for rel, sha in block.items():
             owned[rel].add(sha)

@@ -61,11 +61,12 @@ def normalise_label(text: str) -> str:
     return unicodedata.normalize("NFC", text).strip()
 
 
-def _label_key(label: str) -> str:
-    """What two labels must differ in: more than case, spacing and Unicode form, which the
-    reward's matcher ignores (library/scoring/matching.py).
+def label_key(label: str) -> str:
+    """What two labels must differ in: more than case, spacing and Unicode form. The reward's
+    matcher keys its aliases by it too (library/scoring/matching.py), so what it cannot tell apart
+    the loader refuses.
 
-    >>> _label_key("Clock  SKEW") == _label_key("clock skew")
+    >>> label_key("Clock  SKEW") == label_key("clock skew")
     True
     """
     return " ".join(unicodedata.normalize("NFC", label.casefold()).split())
@@ -198,7 +199,7 @@ class KnowledgeGraph:
             problem = _label_problem("label", ent.id, label)
             if problem:
                 raise fail("entities", i, problem)
-            key = _label_key(label)
+            key = label_key(label)
             if key in labels:
                 other, other_label, j = labels[key]
                 line = _line_of_item(raw, "entities", j) if raw is not None else None

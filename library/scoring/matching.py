@@ -35,15 +35,11 @@ from bisect import bisect_left
 from typing import Any, Iterable, Sequence
 
 from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion
-from library.graph.kg import KnowledgeGraph
+from library.graph.kg import KnowledgeGraph, label_key
 
 __all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "departure_index", "extract_claims", "first_departure",
            "gold_edges_in_order", "held_procedure", "is_grounded", "longest_increasing_subsequence", "reads_as_prose"]
 
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.casefold().split())
 
 
 #: How deep the trie is factored; below it, each node's aliases are one flat alternation, longest
@@ -153,7 +149,7 @@ class _AliasTable:
     def __init__(self, pairs: Iterable[tuple[str, str]]):
         self.ids: dict[str, str] = {}
         for alias, ident in pairs:
-            key = _norm(alias)
+            key = label_key(alias)
             if key and key not in self.ids:
                 self.ids[key] = ident
         # Longest first only matters for readability of the pattern: the trie already
@@ -164,7 +160,7 @@ class _AliasTable:
         hit = self.ids.get(matched)
         if hit is None:
             # Only reached for matches spanning odd whitespace or odd case folds.
-            hit = self.ids.get(_norm(matched))
+            hit = self.ids.get(label_key(matched))
         return hit
 
 
@@ -187,7 +183,7 @@ def reads_as_prose(ident: str) -> bool:
 class EntityMatcher:
     """Finds KG entities (by id or label) in text: whole words, leftmost-longest, any case.
 
-    >>> from library.graph.kg import KnowledgeGraph
+    >>> from library.graph.kg import KnowledgeGraph, label_key
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t",
     ...     "entities": [{"id": "Skew", "label": "skew", "type": "cause"},
     ...                  {"id": "ClockSkew", "label": "clock skew", "type": "cause"},
@@ -223,7 +219,7 @@ class EntityMatcher:
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """``(start, end, entity id)`` of each mention, in order, as offsets into ``text``.
 
-        >>> from library.graph.kg import KnowledgeGraph
+        >>> from library.graph.kg import KnowledgeGraph, label_key
         >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "relations": [], "edges": [],
         ...     "entities": [{"id": "C", "label": "caf\u00e9 menu", "type": "t"}]})
         >>> EntityMatcher(kg).spans("A cafe\u0301 menu.")   # the accent typed as a combining mark
@@ -271,7 +267,7 @@ def _relation_aliases(rel_id: str, label: str) -> list[str]:
 class RelationMatcher:
     """Finds relation phrases (labels and ids) in text, like :class:`EntityMatcher`.
 
-    >>> from library.graph.kg import KnowledgeGraph
+    >>> from library.graph.kg import KnowledgeGraph, label_key
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "entities": [],
     ...     "relations": [{"id": "caused_by", "label": "is caused by"},
     ...                   {"id": "leads_to", "label": "leads to"}], "edges": []})
@@ -314,7 +310,7 @@ class TraceScanner:
         unrecognised words; chains share their middle entity ("X r1 Y r2 Z"); "and" right after
         an object continues the list of objects ("X r1 Y and Z").
 
-        >>> from library.graph.kg import KnowledgeGraph
+        >>> from library.graph.kg import KnowledgeGraph, label_key
         >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t", "edges": [],
         ...     "entities": [{"id": i, "label": i.lower(), "type": "t"} for i in "xyzw"],
         ...     "relations": [{"id": "r", "label": "leads to"}]})
@@ -355,7 +351,7 @@ def extract_claims(kg: KnowledgeGraph, trace: str) -> list[tuple[str, str, str]]
     """Claimed edges ``(src, rel, dst)`` of a trace, in order (convenience; compiles the
     matchers on every call, so use :class:`RewardModel` in loops).
 
-    >>> from library.graph.kg import KnowledgeGraph
+    >>> from library.graph.kg import KnowledgeGraph, label_key
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "t",
     ...     "entities": [{"id": "S", "label": "TLS handshake error", "type": "symptom"},
     ...                  {"id": "C", "label": "clock skew", "type": "cause"},

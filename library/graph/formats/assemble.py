@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from library.errors import DataFileError
-from library.graph.kg import MAX_LABEL_CHARS, KnowledgeGraph, _label_key, normalise_label
+from library.graph.kg import MAX_LABEL_CHARS, KnowledgeGraph, label_key, normalise_label
 
 #: What a skipped statement is, as the summary names it (see docs/KG.md "Importing triples").
 DUPLICATE_EDGE = "duplicate edge (kept once)"
@@ -250,7 +250,7 @@ def assemble(draft: Draft, *, default_type: str | None = None, domain: str | Non
     labels = [e.label[0] if e.label else normalise_label(e.key) for e in ents]
     by_key: dict[str, int] = {}
     for n, label in enumerate(labels):
-        m = by_key.setdefault(_label_key(label), n)
+        m = by_key.setdefault(label_key(label), n)
         if m != n:
             said = repr(labels[m]) if labels[m] == label else f"{labels[m]!r} and {label!r}"
             raise DataFileError(source, f"{describe([ents[m].places[0], ents[n].places[0]])} give {said} two ids: "
