@@ -84,7 +84,7 @@ test: venv $(MLX_STAMP)
 	$(BIN)/pytest -q
 
 # performance targets live here, never in unit tests (run by hand: ~25 minutes in all).
-# research sweeps (library/experiments/sweeps, ~20 minutes a case) are run on their own.
+# research sweeps (research/sweeps, ~20 minutes a case: python -m research.sweeps.<name>) are run on their own.
 bench: venv
 	$(PYTHON) benchmarks/reward_throughput.py
 	$(PYTHON) benchmarks/generation.py

@@ -11,7 +11,7 @@ same process, on the same machine state:
 - ``baseline``: the first version's SFT: LoRA r=16 on all projections, batches of 8 question
   rows padded to the longest (pad tokens computed and masked), lr 2e-4, TRL's own loss;
 - ``baseline_pipeline_loss``: the same LoRA batches with the pipeline's loss
-  (``library.train.sft.completion_positions_loss``), the figure for LoRA SFT (``lora_real_tok_s``);
+  (``library.train.finetune.completion_positions_loss``), the figure for LoRA SFT (``lora_real_tok_s``);
 - ``pipeline_default_malloc``: the quick profile's SFT settings (``library/profiles/quick.yaml``):
   the knowledge rows and question rows it trains on, padding-free batches (one flat sequence, no
   pad token computed), full fine-tuning or LoRA as configured, fused AdamW; glibc's default
@@ -19,7 +19,7 @@ same process, on the same machine state:
 - ``pipeline_trl_loss``: the same rows after ``library.model.precision.keep_freed_memory()``, with TRL's own
   SFT loss (on CPU its fused LM head projects every position, prompt tokens included);
 - ``pipeline_float32`` (only when ``--precision`` resolves to bfloat16): the pipeline in float32;
-- ``pipeline``: the same, with the pipeline's loss (``library.train.sft.completion_positions_loss``:
+- ``pipeline``: the same, with the pipeline's loss (``library.train.finetune.completion_positions_loss``:
   only the scored positions go through the LM head), as ``kgr train`` runs: in the compute
   precision that ``precision: auto`` resolves to here (bf16 autocast on an AMX CPU).
 - ``rsft_packed`` / ``rsft_rows`` (first; ``--only-rsft`` runs them alone): RSFT's shape, a LoRA
@@ -62,7 +62,7 @@ def measure(name: str, model, tok, rows: list[dict], *, steps: int, batch_size: 
     from transformers import TrainerCallback
     from trl import SFTTrainer
 
-    from library.train.sft import build_sft_trainer
+    from library.train.finetune import build_sft_trainer
 
     times: list[float] = []
 
@@ -142,7 +142,8 @@ def main() -> None:
     from library.config import LoraSettings, load_config
     from library.model.load import load_model
     from library.model.precision import keep_freed_memory, resolve_precision
-    from library.train.sft import question_rows, sft_examples, sft_rows
+    from library.train.finetune import sft_rows
+    from library.train.sft import question_rows, sft_examples
     from library.train.data import load_data, make_selection
 
     torch.set_num_threads(args.threads)
@@ -170,7 +171,7 @@ def main() -> None:
                         padding_free=False, full=False, lora=LoraSettings(r=16, alpha=16), learning_rate=2e-4,
                         precision=precision)
 
-    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed, train_paths=selection.train_paths)
+    examples = sft_examples(selection.sft, cfg.sft, kg=data.kg, seed=cfg.seed)
     rng.shuffle(examples)
     pipeline_rows = sft_rows(tok, examples)
     measured = {}

@@ -6,7 +6,9 @@ entry point, so this package never imports ``scenes``.
 
 from __future__ import annotations
 
+import shlex
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import NoReturn
@@ -15,9 +17,24 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+from tqdm import tqdm
 
+# The project's modules that `kgr data` loads anyway (no torch). A command that needs more
+# imports it itself, so that `kgr --help` loads no more than it did (measured): training and its
+# config (yaml, the settings' models), the monitor, the diagnosis, migration (the reward), the
+# importers, run folders, the demo (jinja2) and its server, even rich's tables.
 from library.errors import DataFileError
-from library.questions import DatasetConfig  # light: no torch; its defaults are the CLI's
+from library.graph.check import BUDGET, check_graph, counting_note, estimated_hops, recommend
+from library.graph.kg import load_kg
+from library.jsonl import atomic_write_json
+from library.questions.dataset import DatasetConfig, DatasetError, parse_hops, source_kg
+from library.questions.plan import build_dataset, dry_run
+from library.questions.split_set import runs_trained_on
+
+try:
+    import resource  # Unix only; ru_maxrss is KiB on Linux, bytes on macOS
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=__doc__.splitlines()[0])
 console = Console(stderr=True, emoji=False)  # ":100:" in a message stays as written
@@ -73,8 +90,6 @@ def data(
     whole: a killed run leaves the old set or one that `kgr train` refuses. Where OUT holds
     other splits, it asks first (off a terminal: refuses unless --force).
     """
-    from library.questions import DatasetConfig, DatasetError, build_dataset, parse_hops
-    from library.questions.split_set import runs_trained_on
     from library.runs.folder import DEFAULT_RUNS_ROOT
 
     def confirm(changed: list[str]) -> bool:
@@ -135,17 +150,7 @@ def kg_check(
     length and frontier width (exact, or estimated from a sample of starts on a big graph); and
     what `kgr data` makes of it, from the same selection run dry (nothing written), with the
     command that makes it."""
-    import shlex
-    import time
-
     from rich.table import Table
-    from tqdm import tqdm
-
-    from library.graph.check import BUDGET, check_graph, counting_note, estimated_hops, recommend
-    from library.graph.kg import load_kg
-    from library.jsonl import atomic_write_json
-    from library.questions import DatasetConfig, parse_hops
-    from library.questions.plan import dry_run
 
     t0 = time.perf_counter()
     budget = BUDGET if budget is None else budget
@@ -225,13 +230,10 @@ def kg_check(
                      f"{shlex.quote(str(kg))} --budget 0` runs it, however long it takes")
     for line in lines:
         out_console.print(f"- {escape(line)}", highlight=False, soft_wrap=line.startswith("run: "))
-    try:
-        import resource  # Unix only; ru_maxrss is KiB on Linux, bytes on macOS
-
+    memory = ""
+    if resource is not None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
         memory = f", peak memory {peak:.0f} MiB"
-    except ImportError:
-        memory = ""
     out_console.print(f"checked in {time.perf_counter() - t0:.1f} s{memory}", highlight=False)
 
 
@@ -254,8 +256,6 @@ def kg_import(
     """Build a kg.json from triples (CSV/TSV, RDF, GraphML), validated as `kgr data` loads it.
     Prints its size and what was skipped (duplicate edges, self-loops, literals) and why; exits 2
     naming the rows, nodes or triples at fault (two ids for one label, a missing type, ...)."""
-    import shlex
-
     from library.graph.formats import import_graph, write_kg
 
     if out.exists() and not force:
@@ -326,8 +326,8 @@ def serve(
     It serves the site's own files only (those in its manifest, for a site kgr demo built), never a
     directory listing or a link out of DIR, and never builds or writes anything in DIR.
     """
+    from library.demo.manifest import read_manifest
     from library.demo.server import serve as run_server
-    from library.demo.site import read_manifest
 
     if not (directory / "index.html").is_file():  # never build into a folder it was asked to serve
         fail(f"no demo site in {directory} (index.html missing): build one with `kgr demo --out {directory}` "
@@ -393,10 +393,11 @@ def train(
     split between the processes and gathered; only the main process writes the run folder, so
     the folder is the same as a one-process run's. Resume with the same command and --resume.
     """
-    from library.train.backends import BackendUnavailable
-    from library.train.backends.pipeline import run_training_with_backend
     from library.config import ConfigError, load_config
+    from library.model.distributed import from_main_process, launch, launched_world_size
     from library.runs.folder import DEFAULT_RUNS_ROOT, RunLockedError, new_run_id
+    from library.train.backends import BackendUnavailable  # the trainers: torch and the rest
+    from library.train.pipeline import run_training_with_backend
     from library.train.pipeline import ResumeError
 
     overrides: dict = {}
@@ -416,8 +417,6 @@ def train(
         overrides["data_dir"] = str(data_dir)
     try:
         if kg is not None or data_dir is not None:
-            from library.questions.splits import source_kg
-
             overrides["kg_path"] = str(kg if kg is not None else source_kg(data_dir))
         config = load_config(profile, overrides)
     except (ConfigError, DataFileError) as exc:
@@ -425,8 +424,6 @@ def train(
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
     if stop_after is not None and stop_after not in config.phases():
         fail(f"--stop-after {stop_after}: not a phase of this run ({', '.join(config.phases())})")
-    from library.model.distributed import from_main_process, launch, launched_world_size
-
     if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
         run_dir = Path(from_main_process(str(run_dir)))
     if processes > 1 and launched_world_size() == 1:
@@ -464,21 +461,18 @@ def _relaunch_args(argv: list[str], run_dir: Path) -> list[str]:
 
 @app.command()
 def monitor(
-    run: Path = typer.Argument(..., help="A run folder (read only unless --write)."),
+    run: Path = typer.Argument(..., help="A run folder (read only)."),
     out: Path = typer.Option(None, help="Write the report (settings and every step) as JSON here."),
-    write: bool = typer.Option(False, "--write", help="Store the recomputed blocks as the run's metrics.json "
-                               "'monitor' section (the block training writes)."),
     data_dir: Path = typer.Option(None, "--data", help="Question files of the rollouts (default: the run's data_dir)."),
     kg: Path = typer.Option(None, help="Knowledge graph (default: the run's kg_path)."),
 ) -> None:
     """Recompute the reward-hacking monitor of a run from its episodes.jsonl: per RSFT round and
     GRPO step, the signals and the status (ok / warning / stop) with the rule that fired.
 
-    Exits 1 when a step is judged stop, 0 otherwise.
+    Exits 1 when a step is judged stop, 0 otherwise. The run folder is only read: its
+    metrics.json is written by training, and brought to the current format by `kgr migrate`.
     """
-    from library.jsonl import atomic_write_json
     from library.evaluation.monitor import monitor_run
-    from library.runs.folder import RunDir
 
     try:
         report = monitor_run(run, data_dir=data_dir, kg_path=kg,
@@ -487,15 +481,6 @@ def monitor(
         fail(exc)
     if out is not None:
         atomic_write_json(out, report)
-    if write:
-        # The same function training calls for metrics.json (library.evaluation.monitor.monitor_block),
-        # over the same logged rollouts.
-        run_dir = RunDir.open(run)
-        metrics = run_dir.update_metrics("monitor", report["phases"])
-        if "ablation" in report:
-            run_dir.update_metrics("ablation", {**metrics["ablation"], "monitor": report["ablation"]})
-        typer.echo(f"wrote the monitor block of {len(report['phases'])} phase(s)"
-                   f"{' and the ablation' if 'ablation' in report else ''} to {run / 'metrics.json'}")
     for phase, block in report["phases"].items():
         stop = block["stop_step"]
         typer.echo(f"{phase}: {block['status']} over {len(block['steps'])} step(s)"
@@ -526,7 +511,6 @@ def diagnose(
     chain rewards the wrong choice as right); and which of the phase before's wrong answers, by
     kind, each phase made right."""
     from library.evaluation.diagnosis import diagnose_run
-    from library.jsonl import atomic_write_json
 
     try:
         report = diagnose_run(run, split=split, data_dir=data_dir, kg_path=kg)

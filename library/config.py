@@ -1,14 +1,21 @@
 """Typed training configuration: every knob of base -> SFT -> RSFT -> GRPO -> eval, in one place.
 
-The defaults below are the *paper's* hyperparameters where the paper gives one (LoRA r=16,
-alpha=16, dropout 0.05, SFT lr 2e-4; GRPO lr 8e-6, KL beta 0.05, temperature 0.6, top_p 0.9)
-and sizes that fit this project's toy scale otherwise. A profile (``library/profiles/<name>.yaml``)
-is a small nested mapping that overrides some of them; unknown keys are errors, so a typo in a
-profile never silently falls back to a default.
+The defaults below are the measured recipe (docs/FINDINGS.md), the one both shipped profiles
+train: full-weight SFT on 600 questions of the longest trained chain with 4 passes over the KG's
+facts, RSFT on prompts of that chain, GRPO from RSFT, at the full profile's sizes; the paper's
+hyperparameters where it gives one and nothing was measured against it (LoRA r=16, alpha=16,
+dropout 0.05, SFT lr 2e-4, KL beta 0.05, GRPO temperature 0.6, top_p 0.9). A profile
+(``library/profiles/<name>.yaml``) is a small nested mapping that overrides some of them: the
+shipped ones set only where they differ (quick: smaller; full: fp32 and the experiments), so a
+profile of your own gets the recipe by default. Unknown keys are errors, so a typo in a profile
+never silently falls back to a default.
 
 >>> cfg = load_config("quick")
 >>> cfg.profile, cfg.sft.lora.r, cfg.grpo.beta
 ('quick', 16, 0.05)
+>>> s = TrainConfig().sft  # the recipe, "longest" read from data/stats.json (1-3 hops)
+>>> s.method, s.knowledge_epochs, s.facts_per_row, s.n_questions, s.question_hops
+('full', 4, 8, 600, [3])
 >>> load_config("quick", overrides={"sft": {"max_steps": 3}}).sft.max_steps
 3
 >>> load_config("quick", overrides={"sft": {"max_stepz": 3}})
@@ -24,21 +31,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from library.questions.dataset import DatasetConfig, split_hops
+from library.scoring.presets import parse_preset
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
 Distribution = Literal["easy", "hard", "mix"]
-# A reward preset name as library.scoring.reward.RewardConfig.preset_named reads it: toy | paper, optionally
-# "+edges" (edge-verified component) and/or "+correctness" (correctness-only total), or "correctness".
-RewardPreset = Annotated[str, AfterValidator(lambda name: _check_preset(name))]
 
 
 def _check_preset(name: str) -> str:
-    from library.scoring.reward import RewardConfig  # light: no torch
-
-    RewardConfig.preset_named(name)  # raises ValueError with the known names
+    parse_preset(name)  # raises ValueError with the known names
     return name
+
+
+# A reward preset name as library.scoring.presets.parse_preset reads it: toy | paper, optionally
+# "+edges" (edge-verified component) and/or "+correctness" (correctness-only total), or "correctness".
+RewardPreset = Annotated[str, AfterValidator(_check_preset)]
 
 #: SmolLM2/Llama projection names: all attention and all MLP projections get LoRA, as in the paper
 #: (4.88M trainable parameters on SmolLM2-135M).
@@ -58,13 +68,11 @@ HopLength = int | Literal["longest"]
 
 def trained_hops(data_dir: Path) -> tuple[int, ...]:
     """The training questions' hop lengths of a folder of splits (its stats.json, else its
-    train.jsonl: library/questions/splits.py ``split_hops``); the paper's 1-3 where it has neither.
+    train.jsonl: library/questions/dataset.py ``split_hops``); the paper's 1-3 where it has neither.
 
     >>> trained_hops(Path("data")), trained_hops(Path("no such folder"))
     ((1, 2, 3), (1, 2, 3))
     """
-    from library.questions.splits import DatasetConfig, split_hops  # light: no torch
-
     return split_hops(data_dir, "train") or DatasetConfig().train_hops
 
 
@@ -91,57 +99,47 @@ class LoraSettings(_Strict):
 
 
 class SFTSettings(_Strict):
-    """LoRA SFT on the gold ``TRACE/ANSWER`` completions of data/train.jsonl (loss on the completion only)."""
+    """SFT on the gold ``TRACE/ANSWER`` completions of data/train.jsonl (loss on the completion
+    only), with the KG's facts as knowledge rows."""
 
-    # "full": every weight trains (faster fact learning per token here, docs/FINDINGS.md); RSFT and
-    # GRPO then train LoRA adapters (``lora``) on the fine-tuned model, as the paper runs GRPO on
-    # its merged SFT model. "lora": SFT trains the adapter that RSFT/GRPO continue.
-    method: Literal["lora", "full"] = "lora"
+    # "full": every weight trains (learns facts faster per token than LoRA here, docs/FINDINGS.md);
+    # RSFT and GRPO then train LoRA adapters (``lora``) on the fine-tuned model, as the paper runs
+    # GRPO on its merged SFT model. "lora": SFT trains the adapter that RSFT/GRPO continue.
+    method: Literal["lora", "full"] = "full"
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    # the paper's; on dev better in-TRACE recall, format and chain following than 1e-4
     learning_rate: float = Field(2e-4, gt=0)
     # None: one pass over the examples (knowledge_epochs x facts + question_epochs x questions)
     max_steps: int | None = Field(None, ge=1)
-    # Knowledge stage (library/train/facts.py): passes over every KG fact, mixed with the questions.
-    knowledge_epochs: int = Field(0, ge=0)
-    facts_per_row: int = Field(16, ge=1)
-    # Reference traces of training questions (train.jsonl minus the GRPO pool) added as
-    # knowledge lines, in passes over them: facts many training paths use repeat more, and are
-    # seen in the ", which <relation>" context of a TRACE.
-    path_fact_passes: float = Field(0.0, ge=0)
+    # Knowledge stage (library/train/facts.py): passes over every KG fact as "State facts." clauses,
+    # mixed with the questions. 4 passes: recall of the eval chains' facts 96% (2 passes: 77%,
+    # finding 39), keyed SFT 89/100 on dev against 54/100 (finding 62), for ~100 more steps.
+    knowledge_epochs: int = Field(4, ge=0)
+    facts_per_row: int = Field(8, ge=1)
     question_epochs: int = Field(1, ge=0)
     # How many training questions SFT demonstrates the format on (hop-balanced; None: all of
-    # train.jsonl minus the GRPO pool). A question row costs ~150 tokens, a fact ~12.
-    n_questions: int | None = Field(None, ge=1)
+    # train.jsonl minus the GRPO pool). A question row costs ~150 tokens, a fact ~12. They teach
+    # the facts *inside* a TRACE, where the knowledge rows do not transfer (docs/FINDINGS.md).
+    n_questions: int | None = Field(600, ge=1)
     # Hop lengths the SFT questions are drawn from (balanced over these; None: every length in
-    # train.jsonl, 1-3). A 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a
-    # 1-hop row, and practises the longest chain the main pipeline may train on.
-    question_hops: list[HopLength] | None = None
-    # More question rows of other hop lengths, drawn beside the n_questions above (which stay the
-    # same rows), e.g. {1: 150, 2: 150}: with 3-hop rows only, "after two tags comes the last
-    # step" fits every training chain; shorter rows make that rule wrong (docs/FINDINGS.md 41-43).
-    extra_questions: dict[int, int] = Field(default_factory=dict)
-    # The TRACE wording SFT demonstrates (library/questions/wording.py: reference_trace): "copy"
-    # copies the question's next step before each later fact (the data files' reference),
-    # "clauses" does not, "rest" copies the whole rest of the chain after each tag. Which one
-    # teaches best depends on the rows and the step order (docs/FINDINGS.md findings 22-28, 41).
-    trace_style: Literal["copy", "clauses", "rest"] = "copy"
+    # train.jsonl). "longest": the longest trained chain, from the data's stats.json (3 on 1-3-hop
+    # data): a 3-hop row shows three facts inside a TRACE for ~1.4x the tokens of a 1-hop row, and
+    # practises the longest chain the main pipeline may train on; dev (n=100) 50% against 40-45%
+    # for hop-balanced rows.
+    question_hops: list[HopLength] | None = Field(default_factory=lambda: [LONGEST])
+    # SFT demonstrates the data files' own reference completions (library/questions/wording.py:
+    # reference_trace, the TRACE that copies each next step of the question, docs/FINDINGS.md 22, 41).
     padding_free: bool = True  # no pad tokens computed (TRL padding-free batches, attention kept apart)
-    batch_size: int = Field(8, ge=1)
+    # 2 rows an update, as swept; one padding-free micro-batch of 2 rows gives the same losses as
+    # 1 row x 2 accumulation steps, 6% faster (finding 26)
+    batch_size: int = Field(2, ge=1)
     grad_accum: int = Field(1, ge=1)
     max_length: int = Field(384, ge=32)
-    warmup_steps: int = Field(2, ge=0)
+    warmup_steps: int = Field(10, ge=0)
     lr_scheduler: str = "linear"
     weight_decay: float = 0.0
     logging_steps: int = Field(1, ge=1)
-    save_steps: int = Field(20, ge=1)
-
-    @field_validator("extra_questions")
-    @classmethod
-    def _positive_counts(cls, counts: dict[int, int]) -> dict[int, int]:
-        bad = {h: n for h, n in counts.items() if h < 1 or n < 1}
-        if bad:
-            raise ValueError(f"hop lengths and counts must be at least 1: {bad}")
-        return counts
+    save_steps: int = Field(200, ge=1)  # a full-model checkpoint is ~0.5 GB: a save every 200 steps
 
 
 class RSFTSettings(_Strict):
@@ -149,61 +147,28 @@ class RSFTSettings(_Strict):
 
     enabled: bool = True
     distribution: Distribution = "easy"
-    # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl, 1-3): RL
-    # learns where SFT is sometimes wrong (docs/FINDINGS.md findings 34-36).
-    prompt_hops: list[HopLength] | None = None
-    n_prompts: int = Field(256, ge=1)
+    # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl). "longest"
+    # (3 on 1-3-hop data): RL learns where SFT is sometimes wrong; dev (n=100, 3 seeds) +4.0
+    # points each seed against -2.0 to 0.0 for 1-3-hop prompts (findings 34-36).
+    prompt_hops: list[HopLength] | None = Field(default_factory=lambda: [LONGEST])
+    n_prompts: int = Field(96, ge=1)  # x k_samples, from training questions SFT did not show
     k_samples: int = Field(4, ge=1)
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
-    max_new_tokens: int = Field(90, ge=8)  # the longest 3-hop reference completion: 84 tokens
+    # The easy prompts' longest keyed 3-hop reference completion is 88 tokens (generation.fit_windows
+    # raises it where a graph's are longer); the distribution experiment's hard condition samples
+    # 4-5-hop traces (up to 137 tokens), which that does not see.
+    max_new_tokens: int = Field(144, ge=8)
     # Rows sampled together (prompts x k_samples). Decoding is bound by reading the weights, so
     # more rows a step cost little more (docs/MEASUREMENTS.md, "Batch sizes").
     gen_batch_size: int = Field(128, ge=1)
-    # Continues the SFT adapter, so a lower lr than SFT's first pass: it refines, it does not re-learn the format.
-    learning_rate: float = Field(1e-4, gt=0)
-    max_steps: int = Field(30, ge=1)
+    # a fresh LoRA adapter on the fully fine-tuned SFT model (as swept on dev)
+    learning_rate: float = Field(5e-4, gt=0)
+    max_steps: int = Field(24, ge=1)  # ~2 passes over the winners at batch 8 (as swept on dev)
     batch_size: int = Field(8, ge=1)
     max_length: int = Field(384, ge=32)
-    save_steps: int = Field(10, ge=1)
+    save_steps: int = Field(8, ge=1)
     reward_preset: RewardPreset = "paper+edges"
-
-
-def _listed_once(values: list, message: str) -> list:
-    """``values`` when none repeats, else a ValueError ``"<message>: <values>"`` (list validators).
-
-    >>> _listed_once([0, 1], "seeds repeat")
-    [0, 1]
-    """
-    if len(set(values)) != len(values):
-        raise ValueError(f"{message}: {values}")
-    return values
-
-
-class PoolSettings(_Strict):
-    """How GRPO's prompts are chosen (library/train/pool.py). By default the pool is ``grpo.n_prompts``
-    training questions drawn before SFT and held out of it. With ``by_pass_rate`` the starting
-    policy samples ``k_samples`` answers to each of ``candidates`` training questions SFT did not
-    show (of ``hops``, from ``splits``), with GRPO's own sampling settings, and GRPO trains on the
-    ones it answers right sometimes but not always: a group whose samples are all right or all
-    wrong has no advantage to learn from (docs/FINDINGS.md finding 20)."""
-
-    by_pass_rate: bool = False
-    candidates: int = Field(96, ge=1)
-    hops: list[HopLength] | None = None  # hop lengths of the candidates (None: any)
-    splits: list[Literal["train", "train_hard"]] = Field(default_factory=lambda: ["train"], min_length=1)
-    k_samples: int = Field(8, ge=2)  # a pass rate of k/8 tells 0 < p < 1 apart from 0 or 1 at p >= 1/8
-    max_prompts: int = Field(64, ge=1)  # the most kept, nearest half right first
-    gen_batch_size: int = Field(128, ge=1)  # rows sampled at once (as rsft.gen_batch_size)
-    # Re-estimate each prompt's pass rate from its latest GRPO group (num_generations fresh samples
-    # of the current policy), draw only prompts still mixed, and end the phase when none is left
-    # (library/train/pool.py LivePoolSampler; works on the held-out pool too: unknown is mixed).
-    refresh: bool = False
-
-    @field_validator("splits")
-    @classmethod
-    def _distinct(cls, splits: list[str]) -> list[str]:
-        return _listed_once(splits, "splits listed twice")
 
 
 class GRPOSettings(_Strict):
@@ -211,15 +176,21 @@ class GRPOSettings(_Strict):
 
     enabled: bool = True
     init_from: Literal["sft", "rsft"] = "rsft"
-    learning_rate: float = Field(8e-6, gt=0)
+    learning_rate: float = Field(2e-5, gt=0)  # a LoRA adapter (the paper's 8e-6 is for its merged 14B model)
     beta: float = Field(0.05, ge=0)
     num_generations: int = Field(4, ge=2)  # the group size (paper: 2; we use >= 4 for a less noisy baseline)
     prompts_per_step: int = Field(4, ge=1)
     temperature: float = Field(0.6, gt=0)
     top_p: float = Field(0.9, gt=0, le=1)
-    max_completion_length: int = Field(90, ge=8)
-    max_steps: int = Field(100, ge=1)
-    n_prompts: int = Field(400, ge=1)  # the RL pool, held out of SFT (the paper's "5,000 diverse ones go to RL")
+    # GRPO samples 3-hop training questions: the longest keyed reference completion is 88 tokens
+    # (generation.fit_windows raises it where a graph's are longer)
+    max_completion_length: int = Field(94, ge=8)
+    max_steps: int = Field(30, ge=1)
+    # GRPO's prompts: this many training questions drawn before SFT and held out of it (the paper's
+    # "5,000 diverse ones go to RL"): max_steps x prompts_per_step. Choosing them by the starting
+    # policy's pass rate instead gained nothing on dev (docs/FINDINGS.md findings 53-55, 63-64) and
+    # was removed.
+    n_prompts: int = Field(120, ge=1)
     reward_preset: RewardPreset = "paper+edges"
     # Sample the groups with library.model.generate (shared prefill per group) through TRL's
     # rollout_func, instead of TRL's model.generate.
@@ -232,7 +203,6 @@ class GRPOSettings(_Strict):
     # (gradient accumulation; None: all in one): peak memory grows with the rows of one
     # forward/backward, the result does not (docs/MEASUREMENTS.md, "GRPO micro-batches").
     micro_batch_completions: int | None = Field(4, ge=1)
-    pool: PoolSettings = Field(default_factory=PoolSettings)
 
 
 class MonitorSettings(_Strict):
@@ -281,7 +251,7 @@ class GenerationSettings(_Strict):
     # measure >= 1.5x fp32 (library.model.precision.resolve_generation_precision): faster, and within
     # noise of fp32 answers, where bf16 *training* is not (docs/MEASUREMENTS.md, "Precision").
     precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    # Precision of sampled draws (RSFT's samples, GRPO's groups, the pass-rate pool's estimates):
+    # Precision of sampled draws (RSFT's samples, GRPO's groups):
     # fp32 draws the same samples from the same seed on every CPU measured, bf16 does not (~3 in 4
     # equal under another CPU's kernels, finding 54); "generation": as `precision`. It is the
     # pipeline's generator's (grpo.pipeline_generator: false samples in the trainer's precision).
@@ -311,7 +281,8 @@ class EvalSettings(_Strict):
     # Greedy answers decoded together: larger batches read the weights once for more rows
     # (docs/MEASUREMENTS.md, "Batch sizes").
     batch_size: int = Field(128, ge=1)
-    max_new_tokens: int = Field(134, ge=8)  # longest 5-hop reference completion: 129 tokens (+ eos)
+    # the longest 5-hop reference completion: 137 tokens in the keyed order, 129 in the chain order (+ eos)
+    max_new_tokens: int = Field(144, ge=8)
     reward_preset: RewardPreset = "paper+edges"
     # In-TRACE fact recall (library/train/facts.py: trace_recall) teacher-forces this many of the
     # eval questions (hop-balanced; None: all); 100 questions are ~450 hops, a 95% interval of
@@ -338,22 +309,6 @@ class AblationSettings(_Strict):
     reward_preset: RewardPreset = "paper+edges+correctness"
 
 
-class SelectionSettings(_Strict):
-    """The RSFT selection experiment: from the RSFT phase's own logged samples, winners chosen by
-    the KG reward (the phase's rule) and by correctness alone, each trained from the SFT result
-    with the RSFT settings and evaluated on the phase's eval questions, at every seed listed (the
-    seed of the training order; the samples are the run's): does the path reward choose better
-    training data than a right/wrong reward?"""
-
-    enabled: bool = False
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)  # must hold the run's seed
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct(cls, seeds: list[int]) -> list[int]:
-        return _listed_once(seeds, "selection.seeds repeats a seed")
-
-
 class TrainConfig(_Strict):
     profile: str = "default"
     model: str = "embedded"
@@ -376,26 +331,19 @@ class TrainConfig(_Strict):
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     distribution: DistributionSettings = Field(default_factory=DistributionSettings)
     ablation: AblationSettings = Field(default_factory=AblationSettings)
-    selection: SelectionSettings = Field(default_factory=SelectionSettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
         # hop lengths named "longest" are the data's own (stats.json), never an assumed 3
-        if LONGEST in [*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ()), *(self.grpo.pool.hops or ())]:
+        if LONGEST in [*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ())]:
             trained = trained_hops(self.data_dir)
             self.sft.question_hops = _resolve_hops(self.sft.question_hops, trained)
             self.rsft.prompt_hops = _resolve_hops(self.rsft.prompt_hops, trained)
-            self.grpo.pool.hops = _resolve_hops(self.grpo.pool.hops, trained)
         if self.grpo.enabled and self.grpo.init_from == "rsft" and not self.rsft.enabled:
             raise ValueError("grpo.init_from is 'rsft' but rsft is disabled")
         if self.ablation.enabled and not self.grpo.enabled:
             raise ValueError("ablation.enabled compares against the GRPO phase, but grpo is disabled")
-        if self.selection.enabled and not self.rsft.enabled:
-            raise ValueError("selection.enabled re-chooses the RSFT phase's samples, but rsft is disabled")
-        if self.selection.enabled and self.seed not in self.selection.seeds:
-            raise ValueError(f"selection.seeds {self.selection.seeds} must include the run's seed {self.seed} "
-                             "(its correctness arm is paired with the RSFT phase)")
         return self
 
     def phases(self) -> list[str]:
@@ -409,6 +357,40 @@ class TrainConfig(_Strict):
 
     def to_meta(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+#: Settings removed from the product (their research is in research/, their findings in
+#: docs/FINDINGS.md), each with the test of the value that is the behaviour kept: a recorded config
+#: (an older meta.json) holding such a value trains as one without the setting.
+RETIRED_SETTINGS: dict[tuple[str, ...], Any] = {
+    ("sft", "trace_style"): lambda v: v == "copy",  # the data files' own TRACE
+    ("sft", "extra_questions"): lambda v: not v,
+    ("sft", "path_fact_passes"): lambda v: v == 0,
+    ("grpo", "pool"): lambda v: isinstance(v, dict) and not v.get("by_pass_rate") and not v.get("refresh"),
+    ("selection",): lambda v: True,  # an experiment beside the pipeline (research/selection.py)
+}
+
+
+def drop_retired(recorded: dict[str, Any]) -> dict[str, Any]:
+    """``recorded`` (a config as meta.json records it) without the :data:`RETIRED_SETTINGS` that
+    hold the behaviour kept; a retired setting at another value stays, so that the config does not
+    validate and compares as what it is, another training.
+
+    >>> drop_retired({"sft": {"trace_style": "copy", "path_fact_passes": 0.0, "lr": 1},
+    ...               "grpo": {"pool": {"by_pass_rate": False, "refresh": False}}, "selection": {"enabled": True}})
+    {'sft': {'lr': 1}, 'grpo': {}}
+    >>> drop_retired({"sft": {"trace_style": "clauses", "extra_questions": {"1": 150}}})
+    {'sft': {'trace_style': 'clauses', 'extra_questions': {'1': 150}}}
+    """
+    out = copy.deepcopy(recorded)
+    for path, kept in RETIRED_SETTINGS.items():
+        *sections, key = path
+        parent = out
+        for section in sections:
+            parent = parent.get(section) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and key in parent and kept(parent[key]):
+            del parent[key]
+    return out
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

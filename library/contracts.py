@@ -74,9 +74,42 @@ class Claim(BaseModel):
     on_gold_path: bool
 
 
+#: ``(start, end, entity id)``: where a text names a KG entity, as character offsets into it
+Span = tuple[int, int, str]
+
+
+class TraceStep(BaseModel):
+    """One fact clause of a TRACE as a card shows it (library/scoring/answer_format.py:
+    ``trace_steps``): the model's own words without the blank tags and the copied question
+    steps, and the entities it names (``spans``, offsets into ``text``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    text: str
+    spans: list[Span]
+
+
+def _without_none(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` without those of ``names`` that are None: an optional field not recorded is left
+    out of the JSONL line (its absence reads back as None)."""
+    for name in names:
+        if data.get(name, 0) is None:
+            del data[name]
+    return data
+
+
+# What scoring stores for readers beyond the parse (None: an episode logged before it did,
+# left out of the JSONL line; `kgr migrate` adds them, and readers refuse a run without them).
+_PARSED_FOR_READERS = ("spans", "steps", "steps_hidden")
+
+
 class ParsedCompletion(BaseModel):
     """What the reward parser read from a completion (see library/scoring/reward.py), with the
-    claims it judged: readers use these and never scan the TRACE again."""
+    claims it judged and what readers show of it: readers use these and never scan the
+    completion again.
+
+    ``spans``: every mention of a KG entity in the completion (the reward's EntityMatcher);
+    ``steps``: the TRACE's fact clauses as a card shows them; ``steps_hidden``: what the steps
+    leave out of the TRACE (``"tags"``, ``"copied question steps"``)."""
 
     model_config = ConfigDict(extra="allow")
     answer: Letter | None
@@ -85,6 +118,13 @@ class ParsedCompletion(BaseModel):
     path_entities: list[str]
     valid_format: bool
     claims: list[Claim]
+    spans: list[Span] | None = None
+    steps: list[TraceStep] | None = None
+    steps_hidden: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unrecorded(self, handler):
+        return _without_none(handler(self), _PARSED_FOR_READERS)
 
 
 class RewardBreakdown(BaseModel):
@@ -102,17 +142,19 @@ EpisodeKind = Literal["eval", "rollout"]
 EVAL_KIND = "eval"  # one greedy answer per question, after a phase
 ROLLOUT_KIND = "rollout"  # a training sample of RSFT or GRPO
 # Optional fields of an episode; None means "does not apply" and is left out of the JSONL line.
-_EPISODE_OPTIONAL = ("hop_len", "answer_star", "sample_idx", "selected", "eval_split", "finished", "backend")
+_EPISODE_OPTIONAL = ("hop_len", "answer_star", "grounded", "sample_idx", "selected", "eval_split", "finished", "backend")
 
 
 @dataclass(frozen=True, slots=True)
 class Scored:
     """What :meth:`library.scoring.reward.RewardModel.score` returns, computed once per completion:
-    the parse (with the typed claims), the reward breakdown and the correctness verdict."""
+    the parse (with the typed claims, entity spans and TRACE steps), the reward breakdown, the
+    correctness verdict and whether the answer is grounded."""
 
     parsed: ParsedCompletion
     reward: RewardBreakdown
     correct: bool
+    grounded: bool | None = None
 
 
 class Episode(BaseModel):
@@ -121,7 +163,8 @@ class Episode(BaseModel):
     Every writer builds it with :meth:`from_scored`. ``kind`` tells eval answers (``"eval"``,
     one greedy answer per question) from training samples (``"rollout"``, RSFT/GRPO groups);
     ``eval_split`` is the metrics key of an eval answer (``eval``, ``train_sample``...).
-    Readers use ``correct`` and ``parsed.claims`` and never parse ``completion`` again.
+    Readers use ``correct``, ``grounded`` and ``parsed`` (claims, entity spans, TRACE steps)
+    and never parse ``completion`` again.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -137,6 +180,8 @@ class Episode(BaseModel):
     hop_len: int | None = None
     answer_star: Letter | None = None
     correct: bool  # library.scoring.answer_format.is_correct, decided once when it was scored
+    #: well-formed, and the TRACE claims every gold edge in path order (decided once when scored)
+    grounded: bool | None = None
     sample_idx: int | None = None  # index within an RSFT/GRPO group
     selected: bool | None = None  # RSFT: the sample that was trained on
     eval_split: str | None = None
@@ -153,13 +198,16 @@ class Episode(BaseModel):
         """
         return cls(phase=phase, step=step, ex_id=question.id, split=split or question.split, prompt=question.prompt,
                    completion=completion, parsed=scored.parsed, reward=scored.reward, kind=kind,
-                   hop_len=question.hop_len, answer_star=question.answer_star, correct=scored.correct, **fields)
+                   hop_len=question.hop_len, answer_star=question.answer_star, correct=scored.correct,
+                   grounded=scored.grounded, **fields)
+
+    def for_readers(self) -> bool:
+        """Whether scoring stored what readers show (``grounded``, entity spans, TRACE steps):
+        false for an episode logged before it did, which ``kgr migrate`` brings up to date."""
+        p = self.parsed
+        return self.grounded is not None and p.spans is not None and p.steps is not None and p.steps_hidden is not None
 
     @model_serializer(mode="wrap")
     def _drop_unrecorded(self, handler):
-        data = handler(self)
-        for name in _EPISODE_OPTIONAL:
-            if data.get(name, 0) is None:
-                del data[name]
-        return data
+        return _without_none(handler(self), _EPISODE_OPTIONAL)
 

@@ -26,6 +26,7 @@ path (``assemble_naive``) exists only for ``benchmarks/render.py``.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -39,18 +40,13 @@ from pathlib import Path
 from typing import Callable
 
 from scenes import loudness
+from scenes.ffmpeg import ffmpeg_exe
 from scenes.storyboard import XFADE_SECONDS
 
 FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
 FONT_FILE = FONT_DIR / "DejaVuSans.ttf"
 AUDIO_RATE = 48000
 ASS_NEWLINE = r"\N"  # a hard line break inside an ASS Dialogue text
-
-
-def ffmpeg_exe() -> str:
-    import imageio_ffmpeg
-
-    return imageio_ffmpeg.get_ffmpeg_exe()
 
 
 @dataclass
@@ -87,6 +83,16 @@ class Plan:
 
     def end_of(self, i: int) -> float:
         return self.starts[i] + self.shots[i].seconds - (self.xfade if i + 1 < len(self.shots) else 0.0)
+
+    def faded_in(self, i: int) -> float:
+        """When shot ``i`` has faded in (the first shot has no fade): where its narration and its
+        captions start, so that no crossfade covers a word.
+
+        >>> plan = Plan([ShotMedia(Path("a.mp4"), 4.0), ShotMedia(Path("b.mp4"), 4.0)], 480, 854, 15)
+        >>> plan.starts, plan.faded_in(0), plan.faded_in(1)
+        ([0.0, 3.7], 0.0, 4.0)
+        """
+        return self.starts[i] + (self.xfade if i else 0.0)
 
 
 # --------------------------------------------------------------------------- captions
@@ -208,7 +214,7 @@ def caption_events(plan: Plan) -> list[tuple[float, float, list[str]]]:
         pages = caption_pages(shot.caption, style.max_chars)
         if not pages:
             continue
-        start, end = plan.starts[i] + (plan.xfade if i else 0.0), plan.end_of(i)
+        start, end = plan.faded_in(i), plan.end_of(i)
         weights = [sum(len(line) for line in p) + 8 for p in pages]
         t = start
         for page, w in zip(pages, weights):
@@ -269,8 +275,7 @@ def audio_graph(plan: Plan, first_input: int, audio_filter: str = "", *, pad: bo
         return [f"anullsrc=r={AUDIO_RATE}:cl=stereo[aout]"]
     g, labels = [], []
     for j, i in enumerate(audio):
-        # a narration starts once its shot has faded in (the first shot has no fade)
-        ms = round(plan.starts[i] * 1000) + (round(plan.xfade * 1000) if i else 0)
+        ms = round(plan.faded_in(i) * 1000)
         g.append(f"[{first_input + j}:a]aresample={AUDIO_RATE},aformat=sample_fmts=fltp:channel_layouts=stereo,adelay={ms}:all=1[a{j}]")
         labels.append(f"[a{j}]")
     mix = [f"amix=inputs={len(labels)}:normalize=0:dropout_transition=0"] if len(labels) > 1 else []
@@ -372,8 +377,6 @@ def _load_prctl():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
         prctl = ctypes.CDLL(None, use_errno=True).prctl
         prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         prctl.restype = ctypes.c_int
@@ -439,7 +442,7 @@ def assemble_naive(plan: Plan, out_path: Path, *, preset: str = "veryfast", thre
         if s.audio is not None:
             au = AudioFileClip(str(s.audio))
             sources.append(au)
-            tracks.append(au.with_start(plan.starts[i] + (plan.xfade if i else 0.0)))
+            tracks.append(au.with_start(plan.faded_in(i)))
     video = CompositeVideoClip(layers, size=(plan.width, plan.height)).with_duration(plan.total)
     if tracks:
         video = video.with_audio(CompositeAudioClip(tracks).with_duration(plan.total))

@@ -45,16 +45,17 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
 from library.errors import DataFileError
-from library.jsonl import atomic_write_json
+from library.jsonl import atomic_write_bytes, atomic_write_json, atomic_write_text
 from scenes import assemble as _assemble
 from scenes import loudness
 from scenes.narration import Speaker, choose_speaker, estimate_seconds, synthesize
-from scenes.render_clip import frame_count
-from scenes.resolve import ResolvedShot, RunData, resolve_shots
+from scenes.render_clip import frame_count, render_clip
+from scenes.resolve import ResolvedShot, RunData, resolve_shots, resolve_upload
 from scenes.storyboard import FORMATS, FPS, Storyboard, load_storyboard
 
 SCENES_DIR = Path(__file__).resolve().parent
@@ -123,8 +124,6 @@ def scene_source_hash(scene_type: str) -> str:
         path = SCENES_DIR / f"{name}.py"
         h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"<missing>") + b"\0")
     try:
-        from importlib.metadata import version
-
         h.update(version("manim").encode())
     except Exception:  # noqa: BLE001 - an uninstalled manim fails later, at render time, clearly
         pass
@@ -189,8 +188,6 @@ class BuildReport:
 def _render_worker(scene: str, payload: dict, out: str, width: int, height: int, fps: int, duration: float, work_dir: str) -> str:
     # top-level so the spawned worker can import it; render_clip is atomic (temp + os.replace).
     # The private manim folders go under work/<this worker's pid>/ (see reap_stale).
-    from scenes.render_clip import render_clip
-
     return str(render_clip(scene, payload, Path(out), width=width, height=height, fps=fps, duration=duration,
                            work_dir=Path(work_dir) / str(os.getpid())))
 
@@ -594,9 +591,6 @@ def publish(sb: Storyboard, data: RunData, out: Path, clips: list[Clip], plan, *
     ``<name>.thumbnail.png`` (the middle frame of the storyboard's thumbnail shot with its
     headline), when the storyboard has an ``upload`` section. Both are rewritten atomically; the
     thumbnail is extracted again when the video was re-encoded or the headline changed."""
-    from library.jsonl import atomic_write_bytes, atomic_write_text
-    from scenes.resolve import resolve_upload
-
     texts = resolve_upload(sb, data)
     if texts is None:
         return
@@ -642,9 +636,9 @@ def render_manifest(key: str, sb: Storyboard, data: RunData, out: Path, clips: l
     for i, (c, start, n) in enumerate(zip(clips, plan.starts, narrations)):
         entry = {**c.shot.manifest_entry(), "start": round(start, 3), "clip": c.key}
         if c.shot.narration:
-            # where the words are in the video: after the shot's fade in (the first has none)
+            # where the words are in the video: after the shot's fade in
             entry.update(narration=c.shot.spoken, voice=who if n is not None else None,
-                         speech_start=round(start + (plan.xfade if i else 0.0), 3),
+                         speech_start=round(plan.faded_in(i), 3),
                          speech_seconds=round(n.seconds, 3) if n is not None else None)
         shots.append(entry)
     return {"key": key, "storyboard": sb.source, "run": str(data.path), "run_id": data.run_id,

@@ -30,6 +30,7 @@ def render(
     out: Path = typer.Option(Path("renders"), "--out", help="Output folder (the clip cache is OUT/cache)."),
 ) -> None:
     """Render storyboards into MP4s; only clips whose data changed are rendered again."""
+    # here, not at the top: every kgr command imports this module to register `render`
     from scenes.build import build
     from scenes.narration import NarrationError
 

@@ -30,9 +30,8 @@ class DistributionTrapScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
-        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
-        note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
+        title = self.title_text(p.title)
+        note = self.note_text(p.note)
         lo = min([0.0] + [b.lo for b in p.bars] + [b.value for b in p.bars])
         hi = max([0.0] + [b.hi for b in p.bars] + [b.value for b in p.bars])
         if hi - lo < 1e-9:

@@ -26,6 +26,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scenes.ffmpeg import ffmpeg_exe
+from scenes.loudness import measure
+
 ASR_RATE = 16000  # pocketsphinx's US English model is trained on 16 kHz speech
 MAX_WER = 0.3
 
@@ -50,8 +53,6 @@ def wer(reference: str, hypothesis: str) -> float:
 
 def pcm16k(path: str | Path, start: float = 0.0, seconds: float | None = None) -> bytes:
     """Mono 16-bit 16 kHz samples of a media file's audio (from ``start``, ``seconds`` long)."""
-    from scenes.assemble import ffmpeg_exe
-
     span = ["-ss", f"{start:.3f}"] + (["-t", f"{seconds:.3f}"] if seconds is not None else [])
     cmd = [ffmpeg_exe(), "-v", "error", "-nostdin", *span, "-i", str(path), "-map", "0:a:0", "-ac", "1",
            "-ar", str(ASR_RATE), "-f", "s16le", "-"]
@@ -77,8 +78,6 @@ def transcribe(pcm: bytes) -> str:
 
 def check(video: Path, max_wer: float = MAX_WER) -> dict:
     """The listener's check of ``video`` against ``<name>.manifest.json`` beside it."""
-    from scenes.loudness import measure
-
     manifest = json.loads(video.with_suffix(".manifest.json").read_text(encoding="utf-8"))
     said = [s for s in manifest["shots"] if s.get("narration")]
     reference = " ".join(s["narration"] for s in said)

@@ -22,6 +22,8 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from scenes.ffmpeg import ffmpeg_exe
+
 TARGET_LUFS = -14.0
 TOLERANCE_LU = 1.0
 MAX_TRUE_PEAK_DBTP = -1.0
@@ -104,11 +106,7 @@ def run_measure(cmd: list[str], **popen) -> Loudness:
 
 def measure(path: str | Path, ffmpeg: str | None = None) -> Loudness:
     """Integrated loudness, true peak and loudness range of a file's first audio stream."""
-    if ffmpeg is None:
-        from scenes.assemble import ffmpeg_exe
-
-        ffmpeg = ffmpeg_exe()
-    return run_measure(measure_command(ffmpeg, [str(path)]))
+    return run_measure(measure_command(ffmpeg or ffmpeg_exe(), [str(path)]))
 
 
 __all__ = ["Loudness", "measure", "gain_filter", "TARGET_LUFS", "MAX_TRUE_PEAK_DBTP"]

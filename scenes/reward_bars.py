@@ -32,15 +32,14 @@ class RewardBarsScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
-        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        title = self.title_text(p.title)
 
         items = [(c.name, c.value, False) for c in p.components] + [("total", p.total, True)]
         lo = min([0.0, p.total_range[0]] + [c.lo for c in p.components])
         hi = max([0.0, p.total_range[1]] + [c.hi for c in p.components])
         if hi - lo < 1e-9:
             hi = lo + 1.0
-        note = fit_text(p.note, L.small_size, L.content.width, 2, color=MUTED) if p.note else None
+        note = self.note_text(p.note)
         top = top_under(title) - 0.45  # room for value labels above positive bars
         bottom = L.content.bottom + 0.9 + (note.height + 0.15 if note else 0)  # names + note
         unit = (top - bottom) / (hi - lo)

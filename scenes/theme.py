@@ -507,6 +507,17 @@ class ClipScene(Scene):
         """Build the scene's mobjects and return its beats."""
         raise NotImplementedError
 
+    def title_text(self, text: str) -> Text:
+        """The scene's title: at most two lines, bold, placed at the top of the title band."""
+        L = self.L
+        title = fit_text(text, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
+        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        return title
+
+    def note_text(self, text: str) -> Text | None:
+        """The scene's note under its content (two lines at the small size), None without one."""
+        return fit_text(text, self.L.small_size, self.L.content.width, 2, color=MUTED) if text else None
+
     # machinery --------------------------------------------------------------------
     def construct(self) -> None:
         self.L = layout_for(config.frame_width, config.frame_height)
@@ -572,11 +583,6 @@ def top_under(title, gap: float = 0.35) -> float:
     """Where a scene's content starts: ``gap`` under its title as drawn. The title box has room
     for two lines; a one-line title leaves the second to the content instead of an empty band."""
     return title.get_bottom()[1] - gap
-
-
-def is_portrait() -> bool:
-    """True when the configured frame is taller than wide."""
-    return config.frame_height > config.frame_width
 
 
 def clamp(v: float, lo: float, hi: float) -> float:

@@ -20,8 +20,7 @@ class TrainingCurvesScene(ClipScene):
 
     def beats(self) -> list[Beat]:
         p, L = self.payload, self.L
-        title = fit_text(p.title, L.title_size, L.title.width, 2, bold=True, min_size=L.body_size)
-        title.move_to((L.title.cx, L.title.top - title.height / 2, 0))
+        title = self.title_text(p.title)
         # Legend: one row per series in portrait (long names), a single row in landscape.
         entries = VGroup()
         for i, s in enumerate(p.series):

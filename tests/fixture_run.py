@@ -64,7 +64,7 @@ def _question(kg: KnowledgeGraph, idx: int) -> Question:
     )
 
 
-def _completion(kg: KnowledgeGraph, q: Question, letter: str, style: str) -> tuple[str, dict, dict]:
+def _completion(kg: KnowledgeGraph, q: Question, letter: str, style: str) -> tuple[str, dict, dict, bool]:
     ents = q.path_star.entities
     if style == "full":
         trace = q.ref.trace
@@ -83,14 +83,17 @@ def _completion(kg: KnowledgeGraph, q: Question, letter: str, style: str) -> tup
     false_edges = 1 if style == "partial" else 0
     edge_reward = (1.0 if style == "full" else 0.0) * 0.5 - 0.25 * false_edges
     total = correctness + 0.5 * path_reward + edge_reward
-    # the claims are the reward's own reading of the TRACE: what every writer stores
-    claims = [c.model_dump() for c in RewardModel(kg).score(q, completion).parsed.claims]
+    # the claims, entity spans, TRACE steps and grounded verdict are the reward's own reading of
+    # the completion: what every writer stores
+    scored = RewardModel(kg).score(q, completion)
+    stored = scored.parsed.model_dump(mode="json")
     parsed = {"answer": letter, "trace_text": trace, "trace_entities": mentioned,
-              "path_entities": [e for e in ents if e in mentioned], "valid_format": True, "claims": claims}
+              "path_entities": [e for e in ents if e in mentioned], "valid_format": True,
+              **{k: stored[k] for k in ("claims", "spans", "steps", "steps_hidden")}}
     reward = {"correctness": correctness, "path_coverage": round(coverage, 6), "path_reward": round(path_reward, 6),
               "spam_penalty": 0.0, "edge_reward": edge_reward, "false_edges": false_edges, "total": round(total, 6),
               "preset": "toy+edges"}
-    return completion, parsed, reward
+    return completion, parsed, reward, bool(scored.grounded)
 
 
 def _metrics_block(eps: list[dict]) -> dict:
@@ -125,10 +128,11 @@ def build_fixture_run(root: Path, kg: KnowledgeGraph, run_id: str = "fixture") -
     for phase, behaviour in PHASE_BEHAVIOUR.items():
         phase_eps = []
         for q, (letter, style) in zip(questions, behaviour):
-            completion, parsed, reward = _completion(kg, q, letter, style)
+            completion, parsed, reward, grounded = _completion(kg, q, letter, style)
             phase_eps.append({"phase": phase, "step": 0, "ex_id": q.id, "split": "eval", "prompt": q.prompt,
                               "completion": completion, "parsed": parsed, "reward": reward, "kind": "eval",
-                              "hop_len": q.hop_len, "answer_star": q.answer_star, "correct": letter == q.answer_star})
+                              "hop_len": q.hop_len, "answer_star": q.answer_star, "correct": letter == q.answer_star,
+                              "grounded": grounded})
         episodes += phase_eps
         metrics["eval"][phase] = _metrics_block(phase_eps)
         metrics["timings"][phase] = 1.0
@@ -139,10 +143,10 @@ def build_fixture_run(root: Path, kg: KnowledgeGraph, run_id: str = "fixture") -
     for step in range(1, 5):
         q = questions[0]
         style = "full" if step >= 3 else "partial"
-        completion, parsed, reward = _completion(kg, q, "A" if letter_ok(step) else "B", style)
+        completion, parsed, reward, grounded = _completion(kg, q, "A" if letter_ok(step) else "B", style)
         episodes.append({"phase": "grpo", "step": step, "ex_id": "train-00001", "split": "train", "prompt": q.prompt,
                          "completion": completion, "parsed": parsed, "reward": reward, "kind": "rollout",
-                         "hop_len": 4, "answer_star": "A", "correct": letter_ok(step)})
+                         "hop_len": 4, "answer_star": "A", "correct": letter_ok(step), "grounded": grounded})
     metrics["curves"] = {
         "sft": [{"step": s, "loss": round(2.0 / s, 4)} for s in range(1, 6)],
         "grpo": [{"step": s, "reward_total": e["reward"]["total"], "path_coverage": e["reward"]["path_coverage"]}

@@ -151,3 +151,83 @@ def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch)
                           + shot.replace("[correct, grounded], phase: sft, prefer: id", "correct, phase: sft, prefer: id, index: 1"))
     with pytest.raises(DataFileError, match="not grounded"):
         resolve_shots(sb, RunData.load(run.path))
+
+
+#: Everything that reads a completion: a reader that calls any of these re-parses or re-scores.
+_SCANNERS = ((answer_format, "parse_completion"), (answer_format, "trace_steps"), (reward, "parse_completion"),
+             (reward, "trace_steps"), (matching, "extract_claims"), (matching.EntityMatcher, "spans"),
+             (matching.TraceScanner, "scan"), (RewardModel, "score"))
+
+
+def test_the_cards_steps_and_the_pages_spans_are_the_ones_scoring_stored(agreement_run, monkeypatch):
+    """The before/after card shows the TRACE steps stored with each episode, marking the entities
+    of its on-path claims where scoring found them; the page marks the entity spans stored with
+    the completion; neither reader scans a completion (every scanner refuses here)."""
+    run, questions = agreement_run
+    stored = {ep.ex_id: ep for ep in run.read_episodes()}
+    for target, name in _SCANNERS:
+        monkeypatch.setattr(target, name, _refuse)
+    shots = "".join(f"  - scene: before_after\n    duration: 2\n    params:\n      episode: {{id: {q.id}, phase: sft}}\n"
+                    f"      phases: [sft]\n" for q in questions.values())
+    sb = loads_storyboard(f"title: t\nformat: short\nrun: {run.path}\nshots:\n{shots}")
+    cards = {shot.ex_id: shot.payload["rows"][0] for shot in resolve_shots(sb, RunData.load(run.path))}
+    page = {ep["ex_id"]: ep for ep in collect([run.path], kg_path=None, data_dir=None).runs[0]["episodes"]["sft"]["eval"]}
+    bold, liar = stored[questions["bold_keywords"].id], stored[questions["false_chain"].id]
+    assert bold.grounded and not liar.grounded and liar.correct  # right by its letter, on a false chain
+    assert [s.text for s in liar.parsed.steps] == [FALSE_CHAIN] and liar.parsed.steps_hidden == []
+    for qid, ep in stored.items():
+        assert [s["text"] for s in cards[qid]["steps"]] == [s.text for s in ep.parsed.steps], qid
+        on_path = {x for c in ep.parsed.claims if c.on_gold_path for x in (c.src, c.dst)}
+        assert [p for s in cards[qid]["steps"] for p in s["path"]] == [
+            (a, b) for s in ep.parsed.steps for a, b, e in s.spans if e in on_path], qid
+        assert page[qid]["spans"] == [list(s) for s in ep.parsed.spans], qid
+    text = liar.completion
+    assert [(text[a:b], e) for a, b, e in page[liar.ex_id]["spans"]] == [
+        ("TLS handshake error", "TLSHandshakeError"), ("clock skew", "ClockSkew"), ("clock skew", "ClockSkew"),
+        ("sync clocks with NTP", "NTPSync")]
+
+
+def test_a_run_logged_before_spans_steps_and_grounded_is_refused_then_migrated(agreement_run):
+    """Readers refuse a run whose episodes lack what scoring stores for them, in one sentence that
+    names `kgr migrate RUN` (never scoring them again themselves); the migration adds exactly those
+    fields, by the one scoring function, and leaves every other field as it was."""
+    from library.runs.migrate import migrate_run
+
+    run, _ = agreement_run
+    current = [json.loads(line) for line in run.episodes_path.read_text().splitlines()]
+    old = json.loads(json.dumps(current))
+    for obj in old:
+        del obj["grounded"], obj["parsed"]["spans"], obj["parsed"]["steps"], obj["parsed"]["steps_hidden"]
+    run.episodes_path.write_text("".join(json.dumps(obj) + "\n" for obj in old))
+    with pytest.raises(DataFileError) as refused:
+        RunData.load(run.path)
+    assert str(refused.value) == (f"{run.episodes_path}: 4 of 4 episodes were logged before scoring stored their "
+                                  f"entity spans, TRACE steps and grounded verdict: run `kgr migrate {run.path}` "
+                                  "once to add them")
+    (skipped,) = collect([run.path], kg_path=None, data_dir=None).skipped
+    assert f"run `kgr migrate {run.path}` once" in skipped["reason"]
+    assert migrate_run(run.path)["episodes"] == len(current)
+    assert [json.loads(line) for line in run.episodes_path.read_text().splitlines()] == current
+    assert migrate_run(run.path)["episodes"] == 0
+    RunData.load(run.path)
+
+
+def test_migrate_gives_a_run_older_than_the_monitor_the_blocks_training_writes(tmp_path):
+    """metrics.json of a run logged before the reward-hacking monitor gets the monitor section
+    (and the ablation's) that training writes today, recomputed from its rollouts: the committed
+    reference run's blocks come back as they are, and a second migration changes nothing."""
+    import shutil
+    from pathlib import Path
+
+    from library.runs.migrate import migrate_run
+
+    reference = Path(__file__).resolve().parents[1] / "data" / "runs" / "reference"
+    run = tmp_path / "reference"
+    shutil.copytree(reference, run, ignore=shutil.ignore_patterns("adapters", "checkpoints", ".lock"))
+    current = json.loads((run / "metrics.json").read_text())
+    old = json.loads(json.dumps(current))
+    del old["monitor"], old["ablation"]["monitor"]
+    (run / "metrics.json").write_text(json.dumps(old))
+    assert migrate_run(run)["metrics"] == len(current["monitor"]) + 1
+    assert json.loads((run / "metrics.json").read_text()) == current
+    assert migrate_run(run)["metrics"] == 0

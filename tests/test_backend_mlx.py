@@ -55,7 +55,7 @@ def mlx_run(tmp_path_factory):
     from library.jsonl import read_jsonl
     from library.questions.wording import reference_completion
     from library.train.backends import mlx as M
-    from library.train.backends import pipeline
+    from library.train import pipeline
 
     root = tmp_path_factory.mktemp("mlx")
     data_dir = write_tiny_data(root / "data")

@@ -23,7 +23,7 @@ def test_unsloth_runs_end_to_end_where_cuda_exists_and_refuses_clearly_elsewhere
     torch = pytest.importorskip("torch")
     from test_train import tiny_config, write_tiny_data
 
-    from library.train.backends import pipeline
+    from library.train import pipeline
 
     data_dir = write_tiny_data(tmp_path / "data")
     config = tiny_config(data_dir)

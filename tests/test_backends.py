@@ -181,8 +181,8 @@ def _quick_config(tmp_path):
 
 @pytest.mark.parametrize("backend", ["mlx", "unsloth"])
 def test_pipeline_refuses_unavailable_backend_before_touching_anything(tmp_path, monkeypatch, backend):
-    from library.train.backends import pipeline
-    import library.train.pipeline as train
+    from library.train import pipeline
+    from library.train.backends import phases
 
     if backend == "mlx":  # mlx runs here when the mlx extra is installed (tests/test_backend_mlx.py)
         monkeypatch.setattr("library.train.backends.MLX_PLATFORMS", {})
@@ -195,7 +195,7 @@ def test_pipeline_refuses_unavailable_backend_before_touching_anything(tmp_path,
     def boom(*a, **k):  # any data loading before the refusal fails the test
         raise AssertionError("data was loaded before the backend check")
 
-    monkeypatch.setattr(train, "load_data", boom)
+    monkeypatch.setattr(phases, "load_data", boom)
     config = _quick_config(tmp_path)
     fresh = tmp_path / "runs" / "new-run"
     with pytest.raises(BackendUnavailable):
@@ -212,7 +212,7 @@ def test_pipeline_refuses_unavailable_backend_before_touching_anything(tmp_path,
 
 
 def test_pipeline_unknown_backend_and_misplaced_options(tmp_path):
-    from library.train.backends import pipeline
+    from library.train import pipeline
 
     config = _quick_config(tmp_path)
     with pytest.raises(BackendUnavailable, match="choose one of"):
@@ -225,7 +225,7 @@ def test_pipeline_unknown_backend_and_misplaced_options(tmp_path):
 def test_multi_process_launch_runs_torch_and_names_the_backends_that_cannot(monkeypatch):
     """A multi-process launch is the torch backend's (its phase loop is rank-aware; the run
     itself is tests/test_scale_out.py); mlx and unsloth stop with what to run instead."""
-    from library.train.backends import pipeline
+    from library.train import pipeline
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     pipeline.check_multi_process("torch")
@@ -343,9 +343,10 @@ SAMPLES = [
 
 def test_mlx_rsft_winners_data_folder_exact_files(tmp_path, tiny_kg, kg_questions):
     from library.scoring.reward import RewardModel
+    from library.train.backends import mlx_phases
 
     rm = RewardModel.from_preset(tiny_kg, "paper+edges")
-    episodes, winners = mlx_backend.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"eval-0001"})
+    episodes, winners = mlx_phases.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"eval-0001"})
     assert len(episodes) == 7
     assert [(ep.ex_id, ep.sample_idx) for ep in episodes if ep.selected] == [("train-00001", 1), ("train-00002", 1)]
     assert all(ep.phase == "rsft" and ep.kind == "rollout" for ep in episodes)
@@ -366,11 +367,12 @@ def test_mlx_rsft_winners_data_folder_exact_files(tmp_path, tiny_kg, kg_question
 
 def test_mlx_rsft_refuses_eval_prompts(tiny_kg, kg_questions):
     from library.scoring.reward import RewardModel
+    from library.train.backends import mlx_phases
     from library.train.data import LeakageError
 
     rm = RewardModel.from_preset(tiny_kg, "paper")
     with pytest.raises(LeakageError):
-        mlx_backend.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"train-00002"})
+        mlx_phases.select_rsft_winners(kg_questions, SAMPLES, rm, forbidden_ids={"train-00002"})
 
 
 def test_mlx_sft_records_carry_the_torch_system_prompt(tmp_path):
@@ -478,7 +480,7 @@ def test_mlx_pipeline_writes_the_run_folder_contract_with_mlx_faked(tmp_path, mo
     and the torch evaluation of every phase are the code a Mac would run."""
     from test_train import TINY_OVERRIDES, write_tiny_data
 
-    from library.train.backends import pipeline
+    from library.train import pipeline
     from library.config import LoraSettings, load_config
     from library.model.load import load_model
     from library.runs.folder import RunDir

@@ -81,6 +81,8 @@ def test_changing_one_episode_rerenders_only_its_clips(built, tmp_path):
         ep = json.loads(line)
         if ep["phase"] == "sft" and ep["ex_id"] == "eval-0002" and ep["split"] == "eval":
             ep["parsed"]["trace_text"] = "NTP drift leads to TLS handshake error."
+            ep["parsed"]["steps"] = [{"text": "NTP drift leads to TLS handshake error.",
+                                      "spans": [[0, 9, "NTPDrift"], [19, 38, "TLSHandshakeError"]]}]
             ep["completion"] = "TRACE: NTP drift leads to TLS handshake error.\nANSWER: D"
             lines[i] = json.dumps(ep)
             changed += 1

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from library.cli import app
 from library.errors import DataFileError
-from library.questions import DatasetConfig, build_dataset
+from library.questions import DatasetConfig
+from library.questions.plan import build_dataset
 from library.questions.splits import OverwriteRefused
 from library.questions.split_set import SPLIT_FILES, STATS_FILE, verify_split_set
 
@@ -98,7 +99,8 @@ def test_a_kgr_data_killed_for_real_mid_write_is_refused_by_kgr_train(tmp_path, 
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return real(*a)\n"
         "os.replace = replace\n"
-        "from library.questions import DatasetConfig, build_dataset\n"
+        "from library.questions import DatasetConfig\n"
+        "from library.questions.plan import build_dataset\n"
         f"build_dataset(DatasetConfig(kg_path=sys.argv[1], out_dir=sys.argv[2], seed=1, **{SMALL!r}))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(REAL_KG), str(out)], cwd=REPO, capture_output=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import REPO
 from library.contracts import PHASES
-from library.demo.site import build_demo, collect, layout_subgraph, span_entities
+from library.demo.layout import layout_subgraph
+from library.demo.site import build_demo, collect
 from library.runs.folder import RunDir
 
 
@@ -110,9 +111,14 @@ def test_graph_highlights_the_gold_path_and_false_claims(fixture_run, kg_file, t
     assert len(run["episodes"]["grpo"]["eval"][0]["claims"]) == 4
 
 
-def test_entity_spans_are_whole_words_longest_first(tiny_kg):
+def test_entity_spans_are_whole_words_longest_first(fixture_run, tiny_kg):
+    """The spans the page marks are the ones scoring stored: the reward's own entity matcher."""
+    from library.runs.reader import RunView
+    from library.scoring.reward import RewardModel
+
     text = "TRACE: TLS handshake error is caused by clock skew; clock skewed openssl.\nANSWER: A"
-    spans = span_entities(tiny_kg, text)
+    q = next(iter(RunView.open(fixture_run.path).questions().values()))
+    spans = RewardModel(tiny_kg).score(q, text).parsed.spans
     assert [(text[s:e], ent) for s, e, ent in spans] == [
         ("TLS handshake error", "TLSHandshakeError"), ("clock skew", "ClockSkew"), ("openssl", "openssl")]
 
@@ -274,8 +280,8 @@ def test_try_endpoint_generates_with_the_runs_adapter_and_scores_it(fixture_run,
         server.server_close()
 
 
-def test_try_reads_train_py_meta_layout(fixture_run, kg_file):
-    """train.py writes model = model_info(...) (spec nested) and one reward config per use."""
+def test_try_reads_the_pipelines_meta_layout(fixture_run, kg_file):
+    """library/train/pipeline.py writes model = model_info(...) (spec nested) and one reward config per use."""
     from library.demo.tryit import TryIt, reward_config_from_meta
     from library.scoring.reward import RewardConfig
 
@@ -286,7 +292,7 @@ def test_try_reads_train_py_meta_layout(fixture_run, kg_file):
     assert TryIt(fixture_run.path, kg_path=kg_file).model_spec == "tiny"
     assert reward_config_from_meta(meta).name == "paper"
     assert reward_config_from_meta({"reward": {"preset": "toy", "edge_verified": False}}).name == "toy"
-    assert reward_config_from_meta({"reward": "paper+edges"}).name == "paper+edges"
+    assert reward_config_from_meta({}).name == "toy+edges"
 
 
 def test_the_monitor_chart_reads_the_run(tmp_path):

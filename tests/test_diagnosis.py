@@ -35,9 +35,9 @@ def test_departures_name_the_first_wrong_step():
     kg = load_kg(REPO / "data" / "kg.json")
     reward = RewardModel.from_preset(kg, "paper+edges")
     q1, q2, q3 = _questions(3)
-    right = reference_completion(q1, kg=kg)
+    right = reference_completion(q1)
     # q2: the reference TRACE cut after its first fact clause (stops early at step 2)
-    first_clause = reference_completion(q2, kg=kg).split(", which")[0]
+    first_clause = reference_completion(q2).split(", which")[0]
     short = f"TRACE: {first_clause.removeprefix('TRACE: ')}.\nANSWER: {q2.answer_star}"
     # q3: the first hop with another object than the gold one (a fact not recalled)
     edge = q3.path_star.edges[0]
@@ -55,7 +55,7 @@ def test_repairs_count_the_earlier_wrong_answers_by_kind_that_the_later_phase_ge
     kg = load_kg(REPO / "data" / "kg.json")
     reward = RewardModel.from_preset(kg, "paper+edges")
     q1, q2, q3, q4 = _questions(4)
-    right = {q.id: reference_completion(q, kg=kg) for q in (q1, q2, q3, q4)}
+    right = {q.id: reference_completion(q) for q in (q1, q2, q3, q4)}
 
     def wrong_fact(q):
         edge = q.path_star.edges[0]
@@ -134,7 +134,7 @@ def test_on_a_branching_graph_a_trace_is_held_against_every_branch_it_must_carry
     branching = [q for q in qs.values() if any(len(h.held) > 1 for h in question_walk(kg, q))]
     q = next(x for x in branching if len(question_walk(kg, x)[0].held) == 1)
     hop = next(i for i, h in enumerate(question_walk(kg, q), start=1) if len(h.held) > 1)
-    honest = reference_completion(q, kg=kg)
+    honest = reference_completion(q)
     gold_only = "TRACE: " + ", ".join(f"{kg.label(e.src)} {kg.relation_label(e.rel)} {kg.label(e.dst)}"
                                       for e in q.path_star.edges) + f".\nANSWER: {q.answer_star}"
     block = departure_block([_episode(reward, q, honest)], qs, kg)

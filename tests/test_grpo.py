@@ -8,7 +8,7 @@ import pytest
 from test_train import write_tiny_data
 
 from library.contracts import Question
-from library.train.grpo import COMPONENT_FUNCS, RolloutLog, RolloutScorer, component_weights, curve_from_episodes
+from library.train.grpo import COMPONENT_FUNCS, EndOfStep, RolloutScorer, component_weights, curve_from_episodes
 from library.jsonl import read_jsonl
 from library.graph.kg import load_kg
 from library.scoring.reward import PRESET_NAMES, RewardConfig, RewardModel
@@ -52,7 +52,7 @@ def test_weighted_components_sum_to_total(data, preset, tmp_path):
         total = rm.score(q, c).reward.total
         assert sum(w * col[i] for w, col in zip(weights, columns)) == pytest.approx(total, abs=1e-9)
     assert run.read_episodes() == []  # the reward functions write nothing; the step's end does
-    RolloutLog(scorer, run).end_step()
+    EndOfStep(scorer, run).log_rollouts()
     # the batch was scored and logged once, not once per reward function
     assert len(run.read_episodes()) == len(completions)
     if RewardConfig.preset_named(preset).correctness_only:
@@ -66,14 +66,19 @@ def test_episodes_carry_step_and_group_index(data, tmp_path):
     qs = data["train"][:2]
     run = RunDir.create(tmp_path, "r")
     scorer = RolloutScorer(qs, rm, forbidden_ids={q.id for q in data["eval"]})
-    rollout_log = RolloutLog(scorer, run, keep_steps=True)
+    judged = []
+    monitor = SimpleNamespace(observe=lambda step, episodes, kl: judged.append((step, episodes, kl)), stop_report=None)
+    end_of_step = EndOfStep(scorer, run, monitor)
     funcs, _ = scorer.reward_functions()
     ex_ids = [qs[0].id] * 2 + [qs[1].id] * 2
     comps = [qs[0].ref.completion, "x", "y", qs[1].ref.completion]
     for f in funcs:
         f(prompts=[""] * 4, completions=comps, ex_id=ex_ids, trainer_state=SimpleNamespace(global_step=6))
-    assert rollout_log.end_step() == rollout_log.take_step(7)  # what the monitor judges is what was logged
-    assert rollout_log.end_step() == []  # each batch is logged once
+    logged = end_of_step.log_rollouts()
+    assert end_of_step.log_rollouts() == []  # each batch is logged once
+    assert end_of_step.judge(7, 0.01) is False and end_of_step.judge(7, 0.01) is False  # judged once
+    assert judged == [(7, logged, 0.01)]  # what the monitor judges is what was logged
+    assert end_of_step.logged == logged == run.read_episodes()  # kept in memory as logged
     eps = run.read_episodes()
     assert [(e.step, e.ex_id, e.sample_idx, e.split, e.kind) for e in eps] == [
         (7, qs[0].id, 0, "train", "rollout"), (7, qs[0].id, 1, "train", "rollout"),
@@ -116,7 +121,8 @@ def test_run_grpo_steps_with_kl_and_logs_rollouts(data, tmp_path, monkeypatch):
     from library.config import GRPOSettings, LoraSettings
     from library.train.grpo import run_grpo
     from library.model.load import load_model
-    from library.train.sft import question_rows, train_lora
+    from library.train.finetune import train_lora
+    from library.train.sft import question_rows
     from library.train.checkpoints import load_adapter
 
     model, tok = load_model("tiny")
@@ -190,7 +196,8 @@ def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
     from library.config import GRPOSettings, LoraSettings
     from library.train.grpo import run_grpo
     from library.model.load import load_model
-    from library.train.sft import question_rows, train_lora
+    from library.train.finetune import train_lora
+    from library.train.sft import question_rows
     from library.train.checkpoints import load_adapter
 
     model, tok = load_model("tiny")
@@ -220,51 +227,7 @@ def test_grpo_resumes_mid_phase_without_duplicate_rollouts(data, tmp_path):
     assert [e["step"] for e in eps] == [1, 1, 2, 2]
     assert not [e for e in eps if e["completion"].startswith("stale")]
     assert [p["step"] for p in result.curve] == [1, 2]
-
-
-@pytest.mark.slow
-def test_refreshed_pool_drops_prompts_by_their_groups_ends_early_and_resumes_the_same(data, tmp_path):
-    """``grpo.pool.refresh``: each step's prompts come from the pass rates of the phase's own
-    groups (two steps back), a prompt whose group had no right/wrong spread is not drawn again,
-    the phase ends once none is left mixed, and a phase killed after step 2 draws the same prompts."""
-    from library.config import GRPOSettings, LoraSettings
-    from library.train.grpo import run_grpo
-    from library.model.load import load_model
-    from library.train.checkpoints import add_lora, load_adapter, save_adapter
-    from library.train.pool import LivePoolSampler
-
-    model, tok = load_model("tiny")
-    qs = [q for q in data["train"] if q.hop_len == 1][:3]
-    start = add_lora(model, LoraSettings())
-    save_adapter(start, tmp_path / "start")
-    base = start.unload()
-    rm = RewardModel.from_preset(data["kg"], "toy")
-    common = dict(prompts_per_step=1, num_generations=2, max_completion_length=8, save_steps=1,
-                  learning_rate=1e-3, pool={"refresh": True})
-
-    def train(run, max_steps, ck):
-        nonlocal base
-        trained, result = run_grpo(load_adapter(base, tmp_path / "start", trainable=True), tok, qs,
-                                   GRPOSettings(max_steps=max_steps, **common), rm, run, ckpt_dir=ck,
-                                   adapter_dir=tmp_path / f"ad-{ck.name}", seed=0)
-        base = trained.unload()
-        return result
-
-    whole = RunDir.create(tmp_path, "whole")
-    result = train(whole, 6, tmp_path / "ck-whole")
-    eps = whole.read_episodes(phase="grpo")
-    # The untrained tiny model never answers right, so each group retires its prompt; step t sees steps <= t-2.
-    assert not any(e.correct for e in eps)
-    live = LivePoolSampler([q.id for q in qs], None, k=2, prompts_per_step=1, group=2, repeat=1, max_steps=6, seed=0)
-    order = [live.prompts_for(1)[0], live.prompts_for(2)[0]]
-    third = next(q.id for q in qs if q.id not in order)
-    assert [(e.step, e.ex_id) for e in eps] == [(t, i) for t, i in enumerate(order + [third, third], 1) for _ in range(2)]
-    assert result.steps == 4 and result.learned_at == 4
-    assert result.draws == {order[0]: 1, order[1]: 1, third: 2}
-
-    cut = RunDir.create(tmp_path, "cut")
-    train(cut, 2, tmp_path / "ck-cut")
-    resumed = train(cut, 6, tmp_path / "ck-cut")
-    assert resumed.resumed_from.endswith("checkpoint-2")
-    assert [(e.step, e.ex_id) for e in cut.read_episodes(phase="grpo")] == [(e.step, e.ex_id) for e in eps]
-    assert resumed.steps == 4 and resumed.learned_at == 4
+    # the resumed phase read the log once (step 1, covered by its checkpoint) and kept step 2 in
+    # memory: its result holds exactly what the log holds, and the curve is the log's
+    assert [e.model_dump(mode="json") for e in result.episodes] == eps and result.n_episodes == 4
+    assert result.curve == curve_from_episodes(run.read_episodes(phase="grpo"), result.curve)

@@ -213,7 +213,7 @@ def test_kgr_train_sets_the_answers_and_the_draws_precisions_apart(tmp_path, mon
 
     from typer.testing import CliRunner
 
-    import library.train.backends.pipeline as pipeline
+    import library.train.pipeline as pipeline
     from library.cli import app
 
     seen = []

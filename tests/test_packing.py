@@ -13,7 +13,7 @@ from transformers import AttentionInterface
 import library.train.packing as packing
 from library.model.load import load_model
 from library.train.packing import rows_apart
-from library.train.sft import completion_positions_loss
+from library.train.finetune import completion_positions_loss
 
 
 @pytest.fixture

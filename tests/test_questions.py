@@ -23,11 +23,11 @@ from library.graph.kg import KnowledgeGraph, load_kg
 from library.scoring.matching import extract_claims
 from library.graph.oracle import set_walk, walk_edges
 from conftest import TINY_KG
+from library.questions.plan import build_dataset
 from library.questions import (
     SPLIT_FILES,
     DatasetConfig,
     DatasetError,
-    build_dataset,
     distractor_candidates,
     make_question,
     pick_distractors,
@@ -94,23 +94,6 @@ def test_each_later_hop_copies_the_question_text_after_the_previous_tag(tiny_kg)
                 assert f"[{prev}]{step}" in question and f"[{prev}]{step}: " in trace
             # and the reward reads exactly the procedure's edges from it (the path's, plus the
             # branches carried where a hop branches), nothing from the copies
-            assert extract_claims(tiny_kg, trace) == walk_edges(set_walk(tiny_kg.successors, start, rels))
-            checked += 1
-    assert checked >= 5
-
-
-def test_rest_style_copies_the_question_from_each_tag_to_its_end(tiny_kg):
-    # "rest": after each tag the TRACE copies, verbatim, everything the question asks after that
-    # tag (up to ". (N steps)"), so the next relation is always the first step just copied.
-    checked = 0
-    for hops in (2, 3, 4):
-        for path in tiny_kg.iter_paths(hops):
-            start, rels = path.entities[0], [e.rel for e in path.edges]
-            question, trace = question_text(tiny_kg, start, rels), reference_trace(tiny_kg, path, "rest")
-            tags = blank_tags(start, rels)
-            for prev in tags[:-1]:
-                rest = question.split(f"[{prev}]", 1)[1].rsplit(". (", 1)[0]
-                assert rest.startswith(", which ") and f"[{prev}]{rest}: " in trace
             assert extract_claims(tiny_kg, trace) == walk_edges(set_walk(tiny_kg.successors, start, rels))
             checked += 1
     assert checked >= 5
@@ -354,7 +337,7 @@ def test_same_seed_gives_byte_identical_files_under_any_hash_seed(built, tmp_pat
     out_b = tmp_path / "b"
     build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=out_b, seed=0, **SMALL))
     out_c = tmp_path / "c"
-    code = ("import sys; from library.questions import DatasetConfig, build_dataset; "
+    code = ("import sys; from library.questions import DatasetConfig; from library.questions.plan import build_dataset; "
             f"build_dataset(DatasetConfig(kg_path=sys.argv[1], out_dir=sys.argv[2], seed=0, **{SMALL!r}))")
     for hash_seed, out in (("1", out_c), ("4242", tmp_path / "d")):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
@@ -436,26 +419,23 @@ def test_oracle_solves_eval_by_composing_taught_facts(built):
     assert committed["oracle"]["kg"]["eval"] >= 0.95 and committed["oracle"]["kg"]["train_hard"] >= 0.95
 
 
-def test_trace_styles_word_the_same_claims_and_copy_is_the_data_reference():
-    # sft.trace_style picks the TRACE wording a profile teaches; both state exactly the gold
-    # path's edges, and "copy" is the reference the data files carry.
-    from library.questions.wording import reference_completion
+def test_the_data_files_reference_is_the_one_trace_wording_and_states_the_gold_path():
+    # The committed splits (both step orders) carry reference_trace's wording, the TRACE that
+    # copies each next step; SFT trains on it as written, and it states exactly the gold edges.
     from library.contracts import Question
     from library.graph.kg import KnowledgeGraph
     from library.jsonl import read_jsonl
+    from library.questions.wording import reference_completion, step_order_of
+    from library.scoring.answer_format import render_completion, tag_answer
 
     kg = KnowledgeGraph.load(REAL_KG)
-    questions = read_jsonl(REPO / "data" / "train.jsonl", Question)[:60]
-    for q in questions:
-        assert reference_completion(q, kg=kg, style="copy") == q.ref.completion
-        clauses = reference_completion(q, kg=kg, style="clauses")
-        assert ", which" not in clauses and clauses.endswith(f"\nANSWER: {q.answer_star}")
-        edges = [(e.src, e.rel, e.dst) for e in q.path_star.edges]
-        assert extract_claims(kg, reference_trace(kg, q.path_star, "clauses")) == edges
-        assert extract_claims(kg, reference_trace(kg, q.path_star, "copy")) == edges
-        assert extract_claims(kg, reference_trace(kg, q.path_star, "rest")) == edges
-    with pytest.raises(ValueError, match="trace style"):
-        reference_trace(kg, questions[0].path_star, "prose")
+    for folder, order in ((REPO / "data", "chain"), (REPO / "data" / "keyed", "keyed")):
+        for q in read_jsonl(folder / "train.jsonl", Question)[:60]:
+            assert step_order_of(q.question) == (order if q.hop_len > 1 else "chain")  # one step: no order
+            trace = reference_trace(kg, q.path_star, step_order=step_order_of(q.question))
+            letter = q.answer_star
+            assert reference_completion(q) == q.ref.completion == render_completion(tag_answer(trace, letter), letter)
+            assert extract_claims(kg, trace) == [(e.src, e.rel, e.dst) for e in q.path_star.edges]
 
 
 # ----------------------------------------------------------------------------- keyed step order

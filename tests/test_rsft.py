@@ -108,7 +108,8 @@ def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypa
     import library.train.rsft as rsft
     from library.model.load import load_model
     from library.runs.folder import RunDir
-    from library.train.sft import question_rows, train_lora
+    from library.train.finetune import train_lora
+    from library.train.sft import question_rows
     from library.train.checkpoints import load_adapter
     from library.config import LoraSettings
 

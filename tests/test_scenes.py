@@ -222,14 +222,15 @@ def _reference_run(root: Path, ex_ids: list[str]):
         episodes.append({"phase": "grpo", "step": 0, "ex_id": q.id, "split": "eval", "prompt": q.prompt,
                          "completion": completion, "parsed": scored.parsed.model_dump(),
                          "reward": scored.reward.model_dump(), "kind": "eval", "hop_len": q.hop_len,
-                         "answer_star": q.answer_star, "correct": scored.correct})
+                         "answer_star": q.answer_star, "correct": scored.correct, "grounded": scored.grounded})
     run.append_episodes(episodes)
     run.write_metrics({"eval": {"grpo": {"n": len(episodes)}}})
     return RunData.load(run.path)
 
 
 def _kg_path_payload(data, ex_id: str, params: dict | None = None) -> dict:
-    from scenes.resolve import Selection, build_kg_path
+    from scenes.builders import build_kg_path
+    from scenes.query import Selection
 
     q, ep = data.questions()[ex_id], data.eval_episode(ex_id, data.phases[-1])
     return build_kg_path(data, params or {}, Selection(ex_id, ep.phase, ep, q))
@@ -237,7 +238,8 @@ def _kg_path_payload(data, ex_id: str, params: dict | None = None) -> dict:
 
 def test_kg_path_payload_carries_the_branches_a_branching_trace_stated(tmp_path):
     from library.graph.oracle import question_walk, walk_edges
-    from scenes.resolve import Selection, build_kg_path
+    from scenes.builders import build_kg_path
+    from scenes.query import Selection
 
     # pastilla -> Morocco -> wheat, which is a source of carbohydrate AND dietary fibre AND
     # protein: the TRACE carries the two extra branches to the end, where the graph prunes them

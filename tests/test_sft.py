@@ -15,7 +15,8 @@ from library.config import LoraSettings, SFTSettings  # noqa: E402
 from library.questions.wording import reference_completion  # noqa: E402
 from library.model.load import load_model
 from library.model.chat import format_example
-from library.train.sft import build_sft_trainer, question_rows, sft_rows, train_lora
+from library.train.finetune import build_sft_trainer, sft_rows, train_lora
+from library.train.sft import question_rows
 from library.train.checkpoints import last_checkpoint, load_adapter, trainable_report
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
@@ -188,19 +189,16 @@ def test_sft_examples_mix_knowledge_rows_and_questions(real_kg):
         sft_examples([q], settings, kg=None, seed=0)
 
 
-def test_knowledge_rows_weight_facts_by_training_paths(real_kg):
-    """path_fact_passes adds whole training traces as knowledge lines (facts that many training
-    paths use repeat more); every KG fact still appears once per knowledge epoch."""
+def test_knowledge_rows_are_the_seeds_own_and_none_without_a_pass(real_kg):
+    """Every KG fact once a knowledge epoch, in a seeded order (a resumed SFT trains on the same
+    rows); no pass, no rows."""
     from library.train.facts import knowledge_rows
 
-    traces = ["a is caused by [K] b [K], b leads to [?] c.", "d leads to [?] e."] * 5
-    rows = knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
-    lines = [line for _, c in rows for line in c.split("\n")]
-    assert len(lines) == 2 * len(real_kg.edges) + 6
-    assert sum(line in traces for line in lines) == 6
-    assert rows == knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0, path_traces=traces, path_passes=0.6)
-    only_paths = knowledge_rows(real_kg, epochs=0, facts_per_row=4, seed=0, path_traces=traces, path_passes=1.0)
-    assert sorted(line for _, c in only_paths for line in c.split("\n")) == sorted(traces)
+    rows = knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0)
+    assert len([line for _, c in rows for line in c.split("\n")]) == 2 * len(real_kg.edges)
+    assert rows == knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=0)
+    assert rows != knowledge_rows(real_kg, epochs=2, facts_per_row=8, seed=1)
+    assert knowledge_rows(real_kg, epochs=0, facts_per_row=8, seed=0) == []
 
 
 def test_fact_recall_is_exact_greedy_recall(tiny, tmp_path):

@@ -322,19 +322,19 @@ def test_the_shorts_before_after_shows_the_final_phases_whole_trace(run, tmp_pat
 def test_a_set_valued_trace_keeps_every_word_but_tags_and_copied_steps():
     """The food run's set-valued TRACE (every successor where a hop branches): the card's steps
     are its fact clauses, word for word, with only the tags and the copied steps left out."""
-    from scenes.resolve import trace_steps
+    from library.scoring.answer_format import trace_steps
 
     trace = ("tapioca flour is made from [J] cassava [J], which is a source of [U]: cassava is a source of [U] "
              "carbohydrate and vitamin C [U], which aids absorption of [V]: vitamin C aids absorption of [V] iron [V], "
              "which supports [N]: iron supports [N] oxygen transport and red blood cell formation [N], which involves "
              "[?]: oxygen transport involves [?] red blood cells, red blood cell formation involves [?] bone marrow; "
              "so bone marrow (C).")
-    steps, note = trace_steps(trace)
+    steps, hidden = trace_steps(trace)
     assert steps == ["tapioca flour is made from cassava,", "cassava is a source of carbohydrate and vitamin C,",
                      "vitamin C aids absorption of iron,", "iron supports oxygen transport and red blood cell formation,",
                      "oxygen transport involves red blood cells, red blood cell formation involves bone marrow; "
                      "so bone marrow (C)."]
-    assert note == "tags and copied question steps hidden"
+    assert hidden == ["tags", "copied question steps"]
     # keyed order (the reference run): "; [K] <rel> [T]:" is the copied step
     keyed = ("failing disk leads to [G] read-only file system [G]; [G] leads to [Q]: read-only file system leads to [Q] "
              "database write failure [Q]; [Q] is diagnosed by [?]: database write failure is diagnosed by [?] check logs (C).")

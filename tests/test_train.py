@@ -195,30 +195,6 @@ def test_sft_questions_can_be_drawn_from_chosen_hop_lengths(tmp_path):
         make_selection(nowhere, data)
 
 
-def test_extra_sft_questions_add_other_hop_lengths_and_keep_the_rows_drawn_before(tmp_path):
-    """sft.extra_questions: the main draw stays the same rows; the extra ones are of the asked
-    lengths, outside the GRPO pool and RSFT's prompts; asking for more than there are is an error."""
-    from library.train.data import load_data, make_selection
-
-    data_dir = write_tiny_data(tmp_path / "data")
-    data = load_data(tiny_config(data_dir))
-    hop_lens = sorted({q.hop_len for q in data.train})
-    shortest, longest = hop_lens[0], hop_lens[-1]
-    plain = tiny_config(data_dir, sft={"question_hops": [longest], "n_questions": 2})
-    extra = tiny_config(data_dir, sft={"question_hops": [longest], "n_questions": 2,
-                                       "extra_questions": {shortest: 2}})
-    before, after = make_selection(plain, data), make_selection(extra, data)
-    added = [q for q in after.sft if q.id not in {p.id for p in before.sft}]
-    assert {q.id for q in before.sft} < {q.id for q in after.sft}
-    assert len(added) == 2 and {q.hop_len for q in added} == {shortest}
-    assert not {q.id for q in after.sft} & ({q.id for q in after.grpo_pool} | {q.id for q in after.rsft_prompts})
-    assert [q.id for q in after.eval] == [q.id for q in before.eval]
-    assert [q.id for q in after.train_sample] == [q.id for q in before.train_sample]
-    too_many = tiny_config(data_dir, sft={"extra_questions": {shortest: len(data.train) + 1}})
-    with pytest.raises(ValueError, match="extra_questions"):
-        make_selection(too_many, data)
-
-
 def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
     """rsft.prompt_hops: RSFT samples only those lengths, never SFT's questions or the GRPO pool."""
     from library.train.data import load_data, make_selection
@@ -515,59 +491,29 @@ def test_try_it_serves_the_lora_sft_runs_final_model(tmp_path):
     assert_try_it_reproduces_the_final_eval(run.path)
 
 
-def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path, monkeypatch):
-    """ablation.enabled: GRPO again from the same start under a correctness-only reward, logged in
-    its own sub-run, evaluated on the main eval questions and compared pairwise with the main GRPO;
-    an experiment runs beside the pipeline, on a finished run, and adds its own section.
-
-    GRPO's prompts are chosen by pass rate here (grpo.pool.by_pass_rate): the phase trains on the
-    kept prompts only, logs the pool's histograms before and after, and the ablation trains on the
-    same prompts from the phase's cached estimates. The tiny model answers nothing right, so the
-    sampler answers candidate i right i % 5 times of 4 (reference completions, then wrong letters);
-    the scoring that counts them is the real one."""
-    import library.train.rsft as rsft
+def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(tmp_path):
+    """ablation.enabled: GRPO again from the same start under a correctness-only reward, on the
+    main GRPO phase's prompts, logged in its own sub-run, evaluated on the main eval questions and
+    compared pairwise with the main GRPO; an experiment runs beside the pipeline, on a finished
+    run, and adds its own section."""
+    from library.evaluation.monitor import monitor_run
     from library.experiments import ExperimentError, run_experiments
     from library.runs.folder import RunDir
-    from library.train.data import load_data, make_selection
     from library.train.pipeline import run_training
-    from library.train.pool import POOL_FILE
 
     data_dir = write_tiny_data(tmp_path / "data")
     run_dir = tmp_path / "run"
-    pool = {"grpo": {"pool": {"by_pass_rate": True, "hops": [2], "candidates": 6, "k_samples": 4, "max_prompts": 2}}}
-    config = tiny_config(data_dir, **pool)
-    candidates = make_selection(config, load_data(config)).grpo_candidates
-    right_of = {q.id: i % 5 for i, q in enumerate(candidates)}
-    calls = []
-
-    def sample(model, tokenizer, questions, *, k, **kwargs):
-        calls.append(len(questions))
-        return [[q.ref.completion] * right_of.get(q.id, 0)
-                + [q.ref.completion.splitlines()[0] + "\nANSWER: " + next(x for x in "ABCD" if x != q.answer_star)]
-                * (k - right_of.get(q.id, 0))
-                for q in questions]
-
-    monkeypatch.setattr(rsft, "sample_completions", sample)
-    run_training(config, run_dir)  # a finished run without the ablation
-    block = RunDir(run_dir).read_metrics()["training"]["grpo"]["pool"]
-    mixed = {q.id for q in candidates if 0 < right_of[q.id] < 4}
-    assert block["candidates"] == len(candidates) == 6 and block["kept"] == 2 and set(block["ids"]) <= mixed
-    assert sum(block["before"].values()) == 6 and sum(block["kept_after"].values()) == 2
-    rollouts = {e.ex_id for e in RunDir(run_dir).iter_episodes(phase="grpo") if e.kind == "rollout"}
-    assert rollouts and rollouts <= set(block["ids"]) and (run_dir / "checkpoints" / "grpo" / POOL_FILE).exists()
-    from library.evaluation.monitor import monitor_run  # the monitor judged the kept prompts, as `kgr monitor` does
-
+    run_training(tiny_config(data_dir), run_dir)  # a finished run without the ablation
+    pool = set(RunDir(run_dir).read_meta()["selection"]["grpo_pool"]["ids"])
     assert RunDir(run_dir).read_metrics()["monitor"]["grpo"] == monitor_run(run_dir)["phases"]["grpo"]
-    n_calls = len(calls)
     main_episodes = (run_dir / "episodes.jsonl").read_text()
     with pytest.raises(ExperimentError, match="other settings"):
-        run_experiments(tiny_config(data_dir, seed=1, ablation={"enabled": True}, **pool), run_dir)
+        run_experiments(tiny_config(data_dir, seed=1, ablation={"enabled": True}), run_dir)
 
-    run = run_experiments(tiny_config(data_dir, ablation={"enabled": True}, **pool), run_dir)
-    assert len(calls) == n_calls  # the phase's cached estimates, not a new draw
+    run = run_experiments(tiny_config(data_dir, ablation={"enabled": True}), run_dir)
     ablated = {e.ex_id for e in RunDir(run_dir / "ablation" / "paper+edges+correctness").iter_episodes(phase="grpo")
                if e.kind == "rollout"}
-    assert ablated and ablated <= set(block["ids"])
+    assert ablated and ablated <= pool
     metrics = run.read_metrics()
     ablation = metrics["ablation"]
     assert ablation["reward_preset"] == "paper+edges+correctness" and ablation["main_reward_preset"] == "paper+edges"
@@ -580,85 +526,6 @@ def test_reward_ablation_reruns_grpo_with_another_reward_and_compares_pairwise(t
     assert rollouts and all(e.reward.total == e.reward.correctness for e in rollouts)
     assert (run_dir / "episodes.jsonl").read_text() == main_episodes  # the main log untouched
     assert run.read_meta()["phases_completed"][-1] == "ablation"
-
-
-def test_selection_experiment_trains_both_rules_from_the_phase_samples_at_each_seed(tmp_path):
-    """selection.enabled: from the RSFT phase's logged samples, winners by the KG reward and by
-    correctness alone, trained from SFT at each seed and paired on the phase's eval questions; the
-    reward rule at the run's seed is the phase itself, and the main log is untouched."""
-    from library.experiments import run_experiments
-    from library.runs.folder import RunDir
-    from library.train.pipeline import run_training
-
-    data_dir = write_tiny_data(tmp_path / "data")
-    run_dir = tmp_path / "run"
-    run_training(tiny_config(data_dir, grpo={"enabled": False}), run_dir)
-    # The tiny model answers nothing right: make each prompt's two samples right, the second one
-    # naming more of the path (the phase's reward rule picks it, correctness alone the first).
-    lines = []
-    for line in (run_dir / "episodes.jsonl").read_text().splitlines():
-        ep = json.loads(line)
-        if ep["phase"] == "rsft" and ep.get("kind") == "rollout":
-            i = ep["sample_idx"]
-            ep.update(correct=True, selected=i == 1, completion=f"TRACE: step {i}\nANSWER: {ep['answer_star']}")
-            ep["reward"].update(correctness=1.0, path_coverage=0.5 * i, total=1.0 + 0.5 * i)
-        lines.append(json.dumps(ep))
-    (run_dir / "episodes.jsonl").write_text("\n".join(lines) + "\n")
-    main_episodes = (run_dir / "episodes.jsonl").read_text()
-    # ... and, as with right samples, the phase trained on its winners (it skipped training on none)
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    skipped = metrics["training"]["rsft"].pop("skipped_training")
-    (run_dir / "metrics.json").write_text(json.dumps(metrics))
-
-    config = tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 1]})
-    run = run_experiments(config, run_dir)
-    block = run.read_metrics()["selection"]
-    assert block["n_prompts"] == 2 and block["n_winners"] == {"reward": 2, "correctness": 2}
-    assert block["prompts_with_another_winner"] == 2
-    assert block["winner_path_coverage"] == {"reward": 0.5, "correctness": 0.0}
-    n = run.read_metrics()["eval"]["rsft"]["n"]
-    assert block["n"] == n and block["arms"]["reward-seed0"]["from_phase"] == "rsft"
-    for name in ("correctness-seed0", "reward-seed1", "correctness-seed1"):
-        assert block["arms"][name]["steps"] == 1 and block["arms"][name]["n"] == n
-        assert len(RunDir(run_dir / "selection" / name).read_episodes(split="eval")) == n
-    assert not (run_dir / "selection" / "reward-seed0").exists()
-    assert set(block["vs_reward_by_seed"]) == {"0", "1"} and block["vs_rsft"]["n"] == n
-    assert block["correctness"]["n"] == n and block["correctness"]["correct"] == block["arms"]["correctness-seed0"]["correct"]
-    assert block["vs_rsft"]["phase_b"] == "selection" and block["vs_rsft"]["diff"] == block["vs_reward_by_seed"]["0"]["diff"]
-    assert block["over_seeds"]["n"] == n and block["over_seeds"]["n_seeds"] == 2
-    assert block["over_seeds_grounded"]["n_seeds"] == 2
-    assert (run_dir / "episodes.jsonl").read_text() == main_episodes
-    meta = run.read_meta()
-    assert meta["phases_completed"][-1] == "selection"
-    # run again (as after a kill once the arms were evaluated): finished arms are read, not redone
-    arm_log = (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text()
-    run.write_meta({**meta, "phases_completed": meta["phases_completed"][:-1]})
-    again = run_experiments(config, run_dir).read_metrics()["selection"]
-    assert (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text() == arm_log
-    assert again["arms"] == block["arms"] and again["over_seeds"] == block["over_seeds"]
-    # a seed added to the profile later is trained on the next run; the others are read back
-    more = tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 1, 2]})
-    wider = run_experiments(more, run_dir)
-    third = wider.read_metrics()["selection"]
-    assert third["seeds"] == [0, 1, 2] and third["arms"]["correctness-seed2"]["steps"] == 1
-    assert (run_dir / "selection" / "correctness-seed1" / "episodes.jsonl").read_text() == arm_log
-    assert wider.read_meta()["phases_completed"].count("selection") == 1
-    # a phase that did not train on its winners (no right sample, a monitor stop) is no arm: retrained
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    metrics["training"]["rsft"]["skipped_training"] = skipped
-    metrics.pop("selection")
-    (run_dir / "metrics.json").write_text(json.dumps(metrics))
-    meta = wider.read_meta()
-    wider.write_meta({**meta, "phases_completed": [p for p in meta["phases_completed"] if p != "selection"]})
-    retrained = run_experiments(more, run_dir).read_metrics()["selection"]["arms"]["reward-seed0"]
-    assert "from_phase" not in retrained and retrained["steps"] == 1
-    assert len(RunDir(run_dir / "selection" / "reward-seed0").read_episodes(split="eval")) == n
-    with pytest.raises(ValueError, match="must include the run's seed"):
-        tiny_config(data_dir, seed=3, grpo={"enabled": False}, selection={"enabled": True})
-    with pytest.raises(ValueError, match="repeats a seed"):
-        tiny_config(data_dir, grpo={"enabled": False}, selection={"enabled": True, "seeds": [0, 0]})
-    with pytest.raises(ValueError, match="rsft is disabled"):
-        tiny_config(data_dir, rsft={"enabled": False}, grpo={"enabled": False}, selection={"enabled": True})
 
 
 def test_a_run_folder_has_one_writer_and_stop_after_holds_on_resume(tmp_path):
@@ -687,7 +554,7 @@ def test_a_finished_full_sft_is_not_trained_again_when_its_eval_was_killed(tmp_p
     """The trained marker counts a whole-model SFT result as saved, as it counts an adapter: a
     run killed during SFT's evaluation re-runs the evaluation only (it re-trained SFT, which
     saves a model folder, not an adapter)."""
-    from library.train.pipeline import mark_trained, trained_marker
+    from library.train.bookkeeping import mark_trained, trained_marker
 
     ckpt, adapters = tmp_path / "checkpoints" / "sft", tmp_path / "adapters" / "sft"
     ckpt.mkdir(parents=True)
@@ -711,8 +578,8 @@ def test_generation_windows_fit_the_longest_reference_completion(tmp_path):
     selection = make_selection(config, data)
     tok = load_tokenizer("tiny")
     fitted, notes = fit_generation_lengths(config, data.kg, selection, tok)
-    longest = max(len(tok(reference_completion(q, kg=data.kg, style=config.sft.trace_style),
-                          add_special_tokens=False).input_ids) for q in selection.eval + selection.train_sample)
+    longest = max(len(tok(reference_completion(q), add_special_tokens=False).input_ids)
+                  for q in selection.eval + selection.train_sample)
     assert fitted.eval.max_new_tokens == longest + 1 > config.eval.max_new_tokens == 8
     assert any(n.startswith("eval.max_new_tokens 8 -> ") for n in notes)
     assert fit_generation_lengths(fitted, data.kg, selection, tok)[1] == []  # nothing left to raise
@@ -740,7 +607,7 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     tok = load_tokenizer("tiny")
     plan = plan_work(config, selection, tok, data.kg)
     assert list(plan) == ["base_eval", "sft", "sft_eval", "rsft", "rsft_eval", "grpo", "grpo_eval"]
-    rows = sft_examples(selection.sft, config.sft, kg=data.kg, seed=config.seed, train_paths=selection.train_paths)
+    rows = sft_examples(selection.sft, config.sft, kg=data.kg, seed=config.seed)
     assert plan["sft"].train_tokens == sum(len(tok(format_example(tok, u, c).text, add_special_tokens=False)["input_ids"])
                                           for u, c in rows)
     # the base model runs the whole window on each of its questions; trained phases decode less
@@ -751,13 +618,6 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     assert 0 < est["rates"]["adapter_s_per_token"] < est["rates"]["train_s_per_token"]
     assert plan["grpo"].sample_decode_steps > 0 and plan["rsft_eval"].sample_decode_steps == 0
     assert isinstance(data.kg, KnowledgeGraph)
-    # the selection experiment: every arm but the phase itself trains RSFT's steps, with no sampling
-    chosen = config.model_copy(update={"selection": config.selection.model_copy(update={"enabled": True})})
-    arms = [k for k in plan_work(chosen, selection, tok, data.kg) if k.startswith("selection_")]
-    assert arms == ["selection_correctness_seed0", "selection_reward_seed1", "selection_correctness_seed1",
-                    "selection_reward_seed2", "selection_correctness_seed2"]
-    arm = plan_work(chosen, selection, tok, data.kg)["selection_reward_seed1"]
-    assert arm.train_tokens == plan["rsft"].train_tokens and arm.decode_steps == plan["rsft_eval"].decode_steps
     # the ablation's entry is GRPO's sampled work and its greedy evaluation, each at its own rate
     ablated = config.model_copy(update={"ablation": config.ablation.model_copy(update={"enabled": True})})
     entry = plan_work(ablated, selection, tok, data.kg)["ablation"]
@@ -769,7 +629,7 @@ def test_a_run_recorded_before_the_draws_precision_resumes_at_the_generation_pre
     """A recorded config without generation.sampling_precision drew its RL samples at the
     generation precision: it compares as "generation", and a mismatch names the setting."""
     from library.config import TrainConfig
-    from library.train.pipeline import comparable_config, config_differences
+    from library.train.bookkeeping import comparable_config, config_differences
 
     recorded = TrainConfig().to_meta()
     recorded["generation"] = {k: v for k, v in recorded["generation"].items() if k != "sampling_precision"}
@@ -782,7 +642,7 @@ def test_a_run_recorded_before_the_draws_precision_resumes_at_the_generation_pre
 def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():
     """Resuming a run recorded before a setting existed: the setting compares at its default, and
     the start-up estimate never counts as a change of what the phases train."""
-    from library.train.pipeline import comparable_config
+    from library.train.bookkeeping import comparable_config
 
     config = load_config("quick")
     recorded = config.to_meta()
@@ -791,3 +651,69 @@ def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():
         update={"eval": config.eval.model_copy(update={"recall_phases": None})}))
     assert comparable_config(config.model_copy(update={"estimate": False})) == comparable_config(config)
     assert comparable_config({**recorded, "seed": 1}) != comparable_config(config)
+
+
+@pytest.mark.parametrize("name, profile, overrides", [
+    ("quick", None, {}),
+    ("mammals", None, {}),
+    # the full profile at the batch sizes and draws' precision the reference run was trained with
+    ("reference", None, {"eval": {"batch_size": 64}, "rsft": {"gen_batch_size": 32},
+                         "generation": {"sampling_precision": "generation"}}),
+    ("food", "data/experiments/food-selection/profile.yaml", {}),  # quick's earlier recipe, as recorded
+])
+def test_the_committed_runs_compare_as_their_profiles_with_the_retired_settings_dropped(name, profile, overrides):
+    """meta.json of the committed runs records settings since removed (sft.trace_style "copy",
+    sft.path_fact_passes 0, sft.extra_questions {}, grpo.pool off, selection) at the behaviour
+    kept: `kgr train --resume` and the experiments still read them as the same settings; a
+    retired setting at another value is another training."""
+    from library.config import TrainConfig, drop_retired
+    from library.experiments import run_profile
+    from library.runs.folder import RunDir
+    from library.train.bookkeeping import comparable_config
+
+    repo = Path(__file__).resolve().parents[1]
+    run = RunDir.open(repo / "data" / "runs" / name)
+    recorded = run.read_meta()["config"]
+    assert recorded["sft"]["trace_style"] == "copy" and recorded["sft"]["path_fact_passes"] == 0
+    TrainConfig.model_validate(drop_retired(recorded))  # every other recorded setting still exists
+    config = run_profile(run, None if profile is None else repo / profile, overrides)
+    assert comparable_config(recorded) == comparable_config(config)
+    for retired in ({"sft": {**recorded["sft"], "trace_style": "clauses"}},
+                    {"sft": {**recorded["sft"], "extra_questions": {"1": 150}}},
+                    {"grpo": {**recorded["grpo"], "pool": {"by_pass_rate": True}}}):
+        assert comparable_config({**recorded, **retired}) != comparable_config(config)
+
+
+def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):
+    """``kgr train --seed 2`` writes the seed into meta.json, not into the profile: a sweep on the
+    run's adapters (research/sweeps, research/selection.py) must draw that seed's selection."""
+    from library.experiments import ExperimentError, run_profile
+    from library.runs.folder import RunDir
+
+    run = RunDir.create(tmp_path, "run")
+    run.write_meta({"profile": "quick", "seed": 2, "config": {"model": "tiny", "data_dir": "data/food",
+                                                              "kg_path": "data/food/kg.json"}})
+    config = run_profile(run, overrides={"grpo": {"max_steps": 3}, "seed": 7})
+    assert config.seed == 2 and config.profile == "quick" and config.grpo.max_steps == 3
+    # `kgr train --model tiny --data-dir data/food`: the run's model and data, not the profile's
+    assert config.model == "tiny" and str(config.data_dir) == "data/food" and str(config.kg_path) == "data/food/kg.json"
+    assert run_profile(run, overrides={"model": "embedded"}).model == "embedded"  # a caller's override wins
+    assert run_profile(run, "full").profile == "full"
+    bare = RunDir.create(tmp_path, "bare")
+    bare.write_meta({})
+    with pytest.raises(ExperimentError, match="names no profile"):
+        run_profile(bare)
+
+
+def test_the_library_never_imports_research_code():
+    """research/ (sweeps, the selection experiment) imports the library, never the other way."""
+    import ast
+
+    repo = Path(__file__).resolve().parents[1]
+    found = []
+    for path in sorted((repo / "library").rglob("*.py")) + sorted((repo / "scenes").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(repo)}: {n}" for n in names if n == "research" or n.startswith("research.")]
+    assert found == []

@@ -45,6 +45,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from library.demo.manifest import read_manifest, valid_rel
+from library.demo.tryit import TryItError
+from library.errors import DataFileError
+
 HOST = "127.0.0.1"
 MAX_BODY = 64 * 1024  # bytes of JSON a /api/try request may send
 MAX_JSON_DEPTH = 32  # nesting of [ and { in a request body
@@ -161,17 +165,6 @@ def site_path(path: str) -> str | None:
         return "index.html"
     rel = path.lstrip("/")
     return rel if valid_rel(rel) else None
-
-
-def valid_rel(rel: object) -> bool:
-    """A path names a file inside its folder: relative, no empty or hidden part (``..``, ``.env``),
-    no backslash: what the server serves and what a kgr demo manifest may list.
-
-    >>> [valid_rel(r) for r in ("static/app.js", "../x", "/etc/passwd", ".env", "a//b", "a\\\\b", "", "static/")]
-    [True, False, False, False, False, False, False, False]
-    """
-    return (isinstance(rel, str) and "\\" not in rel and "\x00" not in rel
-            and all(part and not part.startswith(".") for part in rel.split("/")))
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -464,9 +457,6 @@ class DemoHandler(SimpleHTTPRequestHandler):
     def _manifest_names(self) -> frozenset[str] | None:
         """The files kgr demo wrote into the site (read each time: a rebuild may change them), or
         None for a site without a manifest; a manifest that cannot be read allows nothing."""
-        from library.demo.site import read_manifest  # here: keeps importing the server light
-        from library.errors import DataFileError
-
         try:
             manifest = read_manifest(Path(self.directory))
         except DataFileError as exc:
@@ -576,8 +566,6 @@ class DemoHandler(SimpleHTTPRequestHandler):
             gate.leave()
 
     def _answer(self, tryit: Any, payload: Any) -> None:
-        from library.demo.tryit import TryItError
-
         try:
             result = tryit.answer(payload)
         except TryItError as exc:

@@ -8,15 +8,13 @@ replaces or removes only those, and a folder holding anything else is refused un
 (then its own names are written beside the rest, which stays untouched).
 
 Everything the page shows is computed here from the run logs and the KG: per question the
-subgraph around its gold path with a small layered layout, per episode the entity mentions
-in the completion, per run the headline metrics, accuracy by hop and the training curves
-with 95% intervals. An episode's verdict (``correct``) and the edges its TRACE claims are
-the ones the reward stored when it scored the episode; the page never parses a completion.
+subgraph around its gold path with a small layered layout (``library/demo/layout.py``), per run
+the headline metrics, accuracy by hop and the training curves with 95% intervals. An episode's
+verdict (``correct``), the edges its TRACE claims and the entity mentions in its completion are
+the ones the reward stored when it scored the episode; the page never scans a completion, and
+a run logged before scoring stored them is skipped with the command that migrates it.
 
 No torch, no manim: this module only reads runs through :mod:`library.runs.reader`.
-
->>> span_entities(_toy_kg(), "TRACE: a is caused by b.")
-[[7, 8, 'A'], [22, 23, 'B']]
 """
 
 from __future__ import annotations
@@ -26,18 +24,22 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from library.contracts import PHASES, Claim, Episode, Question
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from library.config import MonitorSettings
+from library.contracts import PHASES, Episode, Question
+from library.demo.layout import gold_path_layout, packed_layout, page_claims
+from library.demo.manifest import MANIFEST, plain_file, read_manifest, valid_rel
 from library.errors import DataFileError
+from library.evaluation.diagnosis import diagnose_view
+from library.evaluation.monitor import threshold_ratios
 from library.jsonl import atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
-from library.graph.kg import KnowledgeGraph
-from library.scoring.matching import DEPARTURE_WORDS, EntityMatcher
 from library.runs.folder import META
 from library.runs.reader import RunView, rollout_curve
-from library.demo.server import valid_rel
+from library.scoring.matching import DEPARTURE_WORDS
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
@@ -47,118 +49,7 @@ DEFAULT_RUNS = Path("data/runs")  # the canonical runs (and the user's own); exp
 DEFAULT_OPEN = "reference"  # the run the page opens on, when it is one of the runs
 MAX_EVAL_EPISODES = 400  # per (phase, eval split) in the player: every question of an eval subset
 MAX_ROLLOUTS = 100  # per phase: training samples, thinned evenly (the page shows a sample of them)
-GRAPH_W, GRAPH_H = 1000, 620
-MAX_LANE = 8  # extra entities (mentioned off the neighbourhood) drawn on the top lane
-MAX_PER_COLUMN = 4  # neighbour nodes stacked above/below one path node
 MAX_CURVE_POINTS = 60
-
-
-# ----------------------------------------------------------------------------- entity spans
-@lru_cache(maxsize=8)
-def _entity_matcher(kg: KnowledgeGraph) -> EntityMatcher:
-    """One compiled matcher per KG: a build spans every episode against the same one or two KGs."""
-    return EntityMatcher(kg)
-
-
-def span_entities(kg: KnowledgeGraph, text: str) -> list[list[Any]]:
-    """``[start, end, entity_id]`` mentions of KG entities, in order, found by the reward's
-    :class:`~library.scoring.matching.EntityMatcher` (labels or ids, whole words, leftmost-longest, any
-    case), so the page marks the entities the reward read."""
-    return [[start, end, ident] for start, end, ident in _entity_matcher(kg).spans(text)]
-
-
-def page_claims(claims: Iterable[Claim]) -> list[dict[str, Any]]:
-    """Claims as the page draws them (``on_path``: an edge of the question's gold path).
-
-    >>> page_claims([Claim(src="A", rel="caused_by", dst="B", in_kg=True, on_gold_path=False)])
-    [{'src': 'A', 'rel': 'caused_by', 'dst': 'B', 'in_kg': True, 'on_path': False}]
-    """
-    return [{"src": c.src, "rel": c.rel, "dst": c.dst, "in_kg": c.in_kg, "on_path": c.on_gold_path} for c in claims]
-
-
-# ----------------------------------------------------------------------------- graph layout
-def layout_subgraph(kg: KnowledgeGraph, path_entities: list[str], extra: Iterable[str] = (),
-                    extra_edges: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """A layered layout of the gold path and its 1-hop neighbourhood.
-
-    The path runs left to right along the middle row (one column per entity); each
-    neighbour is stacked above/below the first path entity it touches (at most
-    ``MAX_PER_COLUMN`` per column); ``extra`` entities (e.g. endpoints of false claims)
-    that touch no path entity go on a top lane. Edges: every KG edge among the drawn
-    nodes, with ``hop`` set on the gold path's edges, plus ``extra_edges`` (false claims).
-    """
-    path_entities = list(path_entities)
-    n = len(path_entities)
-    mid = 330
-    margin = 90
-    step = (GRAPH_W - 2 * margin) / max(1, n - 1)
-    pos: dict[str, tuple[float, float]] = {}
-    for i, ent in enumerate(path_entities):
-        pos[ent] = (margin + i * step if n > 1 else GRAPH_W / 2, mid)
-    column_count: dict[int, int] = defaultdict(int)
-    neighbours = kg.neighborhood(path_entities, radius=1)
-    undirected = kg.graph.to_undirected(as_view=True)
-    for ent in neighbours[n:]:
-        cols = [i for i, p in enumerate(path_entities) if undirected.has_edge(ent, p)]
-        if not cols:
-            continue
-        col = next((c for c in cols if column_count[c] < MAX_PER_COLUMN), None)
-        if col is None:
-            continue
-        k = column_count[col]
-        column_count[col] += 1
-        sign = -1 if k % 2 == 0 else 1
-        level = k // 2 + 1
-        x = pos[path_entities[col]][0] + (25 if level == 2 else 0) * sign
-        pos[ent] = (x, mid + sign * level * 115)
-    lane = [e for e in dict.fromkeys(extra) if e not in pos and e in kg.entities][:MAX_LANE]
-    for j, ent in enumerate(lane):
-        pos[ent] = (margin + (j + 0.5) * (GRAPH_W - 2 * margin) / max(1, len(lane)), 28)
-    path_hops = {(a, b): i for i, (a, b) in enumerate(zip(path_entities, path_entities[1:]))}
-    path_rel = {}
-    edges: list[dict[str, Any]] = []
-    seen = set()
-    for e in kg.edges:
-        if e.src in pos and e.dst in pos:
-            hop = path_hops.get((e.src, e.dst))
-            edges.append({"src": e.src, "rel": e.rel, "dst": e.dst, "hop": hop, "kind": "kg"})
-            seen.add((e.src, e.rel, e.dst))
-            if hop is not None:
-                path_rel.setdefault(hop, e.rel)
-    for e in extra_edges:
-        key = (e["src"], e["rel"], e["dst"])
-        if key in seen or e["src"] not in pos or e["dst"] not in pos:
-            continue
-        seen.add(key)
-        edges.append({"src": e["src"], "rel": e["rel"], "dst": e["dst"], "hop": None, "kind": "claim"})
-    nodes = [{"id": ent, "label": kg.label(ent), "type": kg.type_of(ent), "x": round(x, 1), "y": round(y, 1),
-              "path_index": path_entities.index(ent) if ent in path_entities else None}
-             for ent, (x, y) in pos.items()]
-    return {"width": GRAPH_W, "height": GRAPH_H, "nodes": nodes, "edges": edges}
-
-
-def packed_layout(layout: dict[str, Any]) -> dict[str, Any]:
-    """``layout`` as the page packs it: nodes without their label and type (the run's entity map
-    has them) and KG edges without their defaults (no hop, kind "kg"); app.js fills them in.
-
-    >>> packed_layout({"nodes": [{"id": "A", "label": "a", "type": "t", "x": 1}],
-    ...                "edges": [{"src": "A", "rel": "r", "dst": "B", "hop": None, "kind": "kg"}]})
-    {'nodes': [{'id': 'A', 'x': 1}], 'edges': [{'src': 'A', 'rel': 'r', 'dst': 'B'}]}
-    """
-    nodes = [{k: v for k, v in n.items() if k not in ("label", "type")} for n in layout["nodes"]]
-    edges = [{k: v for k, v in e.items() if not (e.get("kind") == "kg" and (k == "kind" or (k == "hop" and v is None)))}
-             for e in layout["edges"]]
-    return {**layout, "nodes": nodes, "edges": edges}
-
-
-def gold_path_layout(kg: KnowledgeGraph, q: Question, extra: Iterable[str] = (),
-                     extra_edges: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """Layout for a question; gold path edges with the path's own relation get ``hop``."""
-    layout = layout_subgraph(kg, q.path_star.entities, extra, extra_edges)
-    gold = {(e.src, e.rel, e.dst): i for i, e in enumerate(q.path_star.edges)}
-    for e in layout["edges"]:
-        e["hop"] = gold.get((e["src"], e["rel"], e["dst"]))
-    return layout
 
 
 # ----------------------------------------------------------------------------- curves
@@ -179,9 +70,6 @@ def monitor_points(metrics: dict[str, Any], meta: dict[str, Any]) -> list[dict[s
     """The reward-hacking monitor's steps of every RL phase, in order, each judged value as a
     multiple of its threshold (1 warns; far_over_factor, or two over 1, stops), from metrics.json's
     ``monitor`` block (a run without one shows no monitor)."""
-    from library.config import MonitorSettings
-    from library.evaluation.monitor import threshold_ratios
-
     settings = MonitorSettings.model_validate((meta.get("config") or {}).get("monitor") or {})
     blocks = metrics.get("monitor") or {}
     return [{"phase": phase, "step": point["step"], "status": point["status"], "rule": point["rule"],
@@ -212,8 +100,6 @@ def run_questions(run: RunView, episodes: Iterable[Episode]) -> dict[str, Questi
 def phase_repairs(run: RunView) -> list[dict[str, Any]]:
     """Per RL phase (RSFT, GRPO) on the eval split: the phase before's wrong answers by why they
     were wrong and how many this phase made right (``kgr diagnose``'s ``from`` blocks)."""
-    from library.evaluation.diagnosis import diagnose_view
-
     return [{**block["from"], "phase": phase} for phase, block in diagnose_view(run).items()
             if "from" in block and phase in ("rsft", "grpo")]
 
@@ -254,6 +140,7 @@ def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None =
     typed = run.episodes
     if not typed and not metrics:
         raise DataFileError(run.path, "run has neither episodes nor metrics")
+    run.require_current(path)
     questions = run_questions(run, typed)
 
     episodes = []
@@ -265,7 +152,7 @@ def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None =
             "hop_len": ep.hop_len or (q.hop_len if q else None),
             "answer_star": ep.answer_star or (q.answer_star if q else None),
             "sample_idx": ep.sample_idx, "completion": ep.completion,
-            "spans": span_entities(kg, ep.completion),
+            "spans": [list(span) for span in ep.parsed.spans or ()],
             "parsed": {"answer": ep.parsed.answer, "valid_format": ep.parsed.valid_format},  # the rest is in claims/spans
             "reward": {k: v for k, v in reward.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             "reward_labels": {k: v for k, v in reward.items() if isinstance(v, str)},
@@ -364,22 +251,15 @@ def collect(run_paths: Iterable[Path], kg_path: Path | None = None, data_dir: Pa
 
 
 # ----------------------------------------------------------------------------- writing
-MANIFEST = ".kgr-demo-manifest.json"  # in the site folder: every file kgr demo wrote there, with its sha256
 # What builds before the manifest wrote: a folder holding these (its index.html ours) is an older build.
 LEGACY_FILES = ("index.html", "data.json", "static/app.js", "static/style.css")
 PAGE_MARK = b'<script id="demo-data" type="application/json">'  # in every index.html kgr demo writes
 MAX_LISTED = 5  # files named when a folder is refused
-_UNSURE = "so kgr demo cannot tell which files it wrote here"
-REBUILD = "remove it or choose another --out folder"  # what to do about it, as kgr demo says it
 
 
 def _safe_json_for_html(obj: Any) -> str:
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _plain_file(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink()
 
 
 def _through_link(folder: Path, rel: str) -> Path | None:
@@ -400,8 +280,6 @@ def static_files() -> dict[str, bytes]:
 
 def site_files(site: SiteData, title: str = "KG reasoner: episode player") -> dict[str, bytes]:
     """Every file of the site (relative path -> bytes): index.html, data.json and static/."""
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
     data = site.to_json()
     env = Environment(loader=FileSystemLoader(TEMPLATES_DIR), autoescape=select_autoescape(["html"]))
     html = env.get_template("index.html").render(title=title, data_json=_safe_json_for_html(data),
@@ -410,31 +288,9 @@ def site_files(site: SiteData, title: str = "KG reasoner: episode player") -> di
             "data.json": (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"), **static_files()}
 
 
-def read_manifest(folder: Path, advice: str = REBUILD) -> dict[str, frozenset[str]] | None:
-    """The files kgr demo wrote into ``folder``, each with the sha256 it may have (two while a build
-    is under way: the old content and the new), or None when the folder has no manifest. A manifest
-    that cannot be read is a DataFileError ending with ``advice``: it decides what kgr demo may overwrite."""
-    path = Path(folder) / MANIFEST
-    if not os.path.lexists(path):
-        return None
-    if not _plain_file(path):
-        raise DataFileError(path, f"is not a plain file, {_UNSURE}: {advice}")
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise DataFileError(path, f"cannot be read ({exc}), {_UNSURE}: {advice}") from None
-    owned: dict[str, set[str]] = defaultdict(set)
-    for block in (obj.get("files"), obj.get("pending", {})) if isinstance(obj, dict) else (None,):
-        if not isinstance(block, dict) or not all(valid_rel(k) and isinstance(v, str) for k, v in block.items()):
-            raise DataFileError(path, f"is not a kgr demo manifest ('files': relative path -> sha256), {_UNSURE}: {advice}")
-        for rel, sha in block.items():
-            owned[rel].add(sha)
-    return {rel: frozenset(shas) for rel, shas in owned.items()}
-
-
 def _legacy_build(out_dir: Path) -> bool:
     """A folder an older kgr demo (before the manifest) built: all of LEGACY_FILES, the page ours."""
-    if not all(_plain_file(out_dir / rel) and _through_link(out_dir, rel) is None for rel in LEGACY_FILES):
+    if not all(plain_file(out_dir / rel) and _through_link(out_dir, rel) is None for rel in LEGACY_FILES):
         return False
     try:
         return PAGE_MARK in (out_dir / "index.html").read_bytes()
@@ -517,7 +373,7 @@ def check_out_dir(out_dir: Path, force: bool = False) -> dict[str, frozenset[str
     else:
         owned = dict.fromkeys(LEGACY_FILES) if _legacy_build(out_dir) else {}
     changed = [f"{rel} (changed since kgr demo wrote it)" for rel, shas in owned.items()
-               if shas and _plain_file(out_dir / rel) and _through_link(out_dir, rel) is None
+               if shas and plain_file(out_dir / rel) and _through_link(out_dir, rel) is None
                and sha256_file(out_dir / rel) not in shas]
     foreign = changed + _foreign_files(out_dir, owned)
     if foreign and not force:
@@ -544,7 +400,7 @@ def write_site_files(out_dir: Path, files: dict[str, bytes], owned: dict[str, fr
     new = {rel: sha256_bytes(data) for rel, data in files.items()}
     current = {}  # the recorded files as they are now: still claimed while this build runs
     for rel, shas in owned.items():
-        if shas and _plain_file(out_dir / rel) and _through_link(out_dir, rel) is None:
+        if shas and plain_file(out_dir / rel) and _through_link(out_dir, rel) is None:
             sha = sha256_file(out_dir / rel)
             if sha in shas:
                 current[rel] = sha
@@ -585,11 +441,3 @@ def build_demo(run_paths: Iterable[Path], out_dir: Path = DEFAULT_OUT, kg_path: 
     check_out_dir(out_dir, force)  # a folder it must not write is refused before the runs are read
     site = collect(run_paths, kg_path=kg_path, data_dir=data_dir, open_on=open_on)
     return render_site(site, out_dir, force=force), site
-
-
-def _toy_kg() -> KnowledgeGraph:  # for the doctests
-    return KnowledgeGraph.from_dict({
-        "version": "1", "domain": "d",
-        "entities": [{"id": "A", "label": "a", "type": "symptom"}, {"id": "B", "label": "b", "type": "cause"}],
-        "relations": [{"id": "caused_by", "label": "is caused by"}, {"id": "fixed_by", "label": "is fixed by"}],
-        "edges": [{"src": "A", "rel": "caused_by", "dst": "B"}]})

@@ -21,10 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from library.contracts import BLANK_TAG_RE, Question
-from library.demo.site import gold_path_layout, page_claims, span_entities
+from library.contracts import BLANK_TAG_RE, GoldPath, Question
+from library.demo.layout import gold_path_layout, page_claims
 from library.graph.kg import KnowledgeGraph
+from library.questions import make_question, question_text, verify_unique
+from library.questions.wording import step_order_of
 from library.runs.reader import RunView
+from library.scoring.reward import RewardConfig, RewardModel
+from library.train.checkpoints import load_phase_model, saved_phase
 
 TRAINED_PHASES = ("sft", "rsft", "grpo")
 MAX_HOPS = 5
@@ -38,8 +42,6 @@ def final_phase(run: RunView, phase: str | None = None) -> str | None:
     """The phase "try it" answers with: ``phase`` when given (its result must be saved), else the
     run's last completed phase whose result is saved (the one its final evaluation measured);
     None when no trained phase is saved (the base model answers)."""
-    from library.train.checkpoints import saved_phase
-
     root = run.path / "adapters"
     if phase is not None:
         if phase != "base" and not saved_phase(root / phase):
@@ -50,29 +52,18 @@ def final_phase(run: RunView, phase: str | None = None) -> str | None:
     return next((p for p in reversed(done) if saved_phase(root / p)), None)
 
 
-def reward_config_from_meta(meta: dict[str, Any]):
-    """The run's RewardConfig (meta.json ``reward``: a preset name and weights), default toy+edges."""
-    from library.scoring.reward import RewardConfig
-
+def reward_config_from_meta(meta: dict[str, Any]) -> RewardConfig:
+    """The reward the run's evaluation scored with: meta.json ``reward.eval`` (the training pipeline,
+    library/train/pipeline.py, writes one full config per use; Try it scores like eval). A meta
+    without it (a run folder made by hand) gives the config's fields itself; none: toy+edges."""
     cfg = meta.get("reward")
-    if isinstance(cfg, str):
-        return RewardConfig.preset_named(cfg)
     if not isinstance(cfg, dict):
         return RewardConfig()
-    if isinstance(cfg.get("eval"), dict):  # train.py's meta: one full config per use; Try it scores like eval
-        return RewardConfig.from_dict(cfg["eval"])
-    name = cfg.get("name") or cfg.get("preset")
-    if isinstance(name, str) and "+" in name:
-        base = RewardConfig.preset_named(name)
-        known = {k: v for k, v in cfg.items() if k not in ("name", "preset", "edge_verified", "correctness_only")}
-        return RewardConfig.from_dict({**base.as_dict(), **known})
-    return RewardConfig.from_dict(cfg)
+    return RewardConfig.from_dict(cfg["eval"] if isinstance(cfg.get("eval"), dict) else cfg)
 
 
 def chain_path(kg: KnowledgeGraph, start: str, chain: list[str]):
     """The first simple path (sorted DFS) from ``start`` following ``chain``, or None."""
-    from library.contracts import GoldPath
-
     def dfs(nodes: list[str], edges: list) -> Any:
         if len(edges) == len(chain):
             return GoldPath(entities=list(nodes), edges=list(edges))
@@ -99,9 +90,6 @@ def parse_question_text(kg: KnowledgeGraph, text: str) -> tuple[str, list[str]]:
     """Read ``(start, chain)`` back from a question in the generator's wording, by matching
     :func:`library.questions.question_text` over the stated number of steps, in either step
     order (library/questions/wording.py: STEP_ORDERS)."""
-    from library.questions import question_text
-    from library.questions.wording import step_order_of
-
     m = re.search(r"\((\d+)\s+steps?\)", text)
     starts = [e.id for e in sorted(kg.entities.values(), key=lambda e: -len(e.label))
               if re.match(r"\s*start at\s+" + re.escape(e.label.casefold()) + r"\W", text.casefold() + " ")]
@@ -131,9 +119,8 @@ class TryIt:
         self.run = RunView.open(run_path, kg=kg_path)
         self.meta = self.run.meta
         self.kg = self.run.kg
-        model_meta = self.meta.get("model")
-        default_spec = model_meta.get("spec") if isinstance(model_meta, dict) else model_meta
-        if isinstance(default_spec, dict):  # train.py's meta: model.spec = ModelSpec.to_meta()
+        default_spec = (self.meta.get("model") or {}).get("spec")
+        if isinstance(default_spec, dict):  # the pipeline's meta: model.spec = ModelSpec.to_meta()
             default_spec = default_spec.get("spec")
         self.model_spec = model_spec or default_spec or "embedded"
         self.phase = final_phase(self.run, phase)
@@ -174,8 +161,6 @@ class TryIt:
 
     # ------------------------------------------------------------------ questions
     def build_question(self, start: str, chain: list[str]) -> Question:
-        from library.questions import make_question, verify_unique
-
         kg = self.kg
         if start not in kg.entities:
             by_label = {e.label.casefold(): e.id for e in kg.entities.values()}
@@ -216,8 +201,7 @@ class TryIt:
         with self._lock:
             if self._loaded is None:
                 try:
-                    from library.model.load import load_model
-                    from library.train.checkpoints import load_phase_model
+                    from library.model.load import load_model  # torch: only once a model answers
 
                     model, tokenizer = load_model(self.model_spec)
                     if self.phase is not None:
@@ -229,35 +213,18 @@ class TryIt:
                     raise
             return self._loaded
 
-    def reward_model(self):
+    def reward_model(self) -> RewardModel:
         if self._reward is None:
-            from library.scoring.reward import RewardModel
-
             self._reward = RewardModel(self.kg, reward_config_from_meta(self.meta))
         return self._reward
 
     def generate(self, prompt: str) -> str:
         model, tokenizer = self.load()
-        try:
-            from library.model.generate import generate
-        except ImportError:
-            generate = None
+        from library.model.generate import generate  # torch: only once a model answers
+
         with self._lock:  # one generation at a time: the CPU is shared
-            if generate is not None:
-                out = generate(model, tokenizer, [prompt], max_new_tokens=self.max_new_tokens, do_sample=False,
-                               precision=self.precision, progress=False)
-                first = out[0]
-                if isinstance(first, (list, tuple)):
-                    first = first[0]
-                return getattr(first, "text", first)
-            import torch
-
-            from library.model.chat import format_prompt
-
-            enc = tokenizer([format_prompt(tokenizer, prompt)], return_tensors="pt", add_special_tokens=False)
-            with torch.no_grad():
-                ids = model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False)
-            return tokenizer.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            return generate(model, tokenizer, [prompt], max_new_tokens=self.max_new_tokens, do_sample=False,
+                            precision=self.precision, progress=False)[0][0]
 
     # ------------------------------------------------------------------- request
     def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -268,10 +235,11 @@ class TryIt:
         return self.describe(q, completion, seconds=time.perf_counter() - t0)
 
     def describe(self, q: Question, completion: str, seconds: float = 0.0) -> dict[str, Any]:
+        # scored once, by the one scoring function: its claims and entity spans are what the page draws
         scored = self.reward_model().score(q, completion)
         kg = self.kg
-        claims = page_claims(scored.parsed.claims or [])
-        spans = span_entities(kg, completion)
+        claims = page_claims(scored.parsed.claims)
+        spans = [list(span) for span in scored.parsed.spans or ()]
         false = [c for c in claims if not c["in_kg"]]
         graph = gold_path_layout(kg, q, extra=[x for c in false for x in (c["src"], c["dst"])] + [s[2] for s in spans],
                                  extra_edges=false)

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from library.contracts import PHASES, Claim, Episode, Question
 from library.errors import DataFileError
 from library.graph.oracle import question_walk, walk_claims
+from library.runs.reader import RunView
 from library.scoring.matching import DEPARTURES, departure_index, first_departure, held_procedure
 
 __all__ = ["REACH", "departure_block", "diagnose_run", "diagnose_view", "longest_trained", "reach", "repair_block"]
@@ -215,8 +216,6 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
 
     The question files and the KG default to the run's own (library/runs/reader.py).
     """
-    from library.runs.reader import RunView
-
     return diagnose_view(RunView.open(Path(run_dir), kg=kg_path, data_dir=data_dir), split)
 
 

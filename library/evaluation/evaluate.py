@@ -5,7 +5,7 @@
 - :func:`metrics_from_episodes` - a pure function from episodes to one metrics block in the
   layout of docs/CONTRACTS.md (``metrics[split][phase]``). The same function computes what is
   stored and what a reader recomputes, so the two always agree.
-- :func:`evaluate` - generate, score, log episodes, store metrics; resumable.
+- :func:`evaluate` - generate, score, log episodes, return the metrics block; resumable.
 - :func:`compare_phases` - paired bootstrap difference in accuracy between two phases on the
   same questions ("GRPO beats SFT by +x points, 95% CI [lo, hi], n=...").
 
@@ -24,7 +24,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence, get_args
 
 from library.contracts import EVAL_KIND, Episode, Question, Split
+from library.model.distributed import is_writer, num_processes, shard, wait_for_everyone
 from library.runs.reader import eval_episodes
+from library.runs.rollouts import log_episodes, score_episodes
+from library.scoring.answer_format import is_grounded
 from library.stats import paired_difference, wilson_interval
 
 REWARD_COMPONENTS: tuple[str, ...] = ("correctness", "path_coverage", "path_reward", "spam_penalty",
@@ -41,12 +44,12 @@ def _mean(values: list[float]) -> float:
 
 
 def grounded_episode(ep: Episode) -> bool:
-    """:func:`library.scoring.matching.is_grounded` from what the reward stored with the episode:
-    a well-formed answer whose TRACE claims all ``hop_len`` gold edges in path order
-    (``edge_hits``, the reward's count of them)."""
-    hits = (ep.reward.model_extra or {}).get("edge_hits")
-    return (ep.parsed.valid_format and ep.parsed.answer is not None and ep.hop_len is not None
-            and hits is not None and int(hits) == ep.hop_len)
+    """The verdict scoring stored with the episode (``Episode.grounded``); for a log older than
+    it, :func:`library.scoring.answer_format.is_grounded` on the counts the reward stored."""
+    if ep.grounded is not None:
+        return ep.grounded
+    return is_grounded(ep.parsed.valid_format and ep.parsed.answer is not None, ep.hop_len,
+                       (ep.reward.model_extra or {}).get("edge_hits"))
 
 
 def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
@@ -81,8 +84,7 @@ def metrics_from_episodes(episodes: Sequence[Episode]) -> dict[str, Any]:
         if hop is not None:
             hops.setdefault(str(hop), []).append(ok)
     block["by_hop"] = {h: _accuracy_block(len(v), sum(v)) for h, v in sorted(hops.items(), key=lambda kv: int(kv[0]))}
-    # Right for the right reason: the TRACE states every gold edge in path order
-    # (library/scoring/matching.py: is_grounded, whose count the reward stored as edge_hits).
+    # Right for the right reason: the TRACE states every gold edge in path order (grounded_episode).
     grounded = [ok and grounded_episode(ep) for ep, ok in zip(episodes, correct_flags)]
     block["grounded"] = {**_accuracy_block(n, sum(grounded)),
                          "share_of_correct": sum(grounded) / block["correct"] if block["correct"] else 0.0}
@@ -105,24 +107,22 @@ def _episode_split(split: str, question: Question) -> str:
 
 def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, phase: str, split: str,
              run=None, step: int = 0, batch_size: int = 16, max_new_tokens: int = 64,
-             store_metrics: bool = True, progress: bool = True, chunk: int | None = None) -> dict[str, Any]:
+             progress: bool = True, chunk: int | None = None) -> dict[str, Any]:
     """Greedy-answer ``questions``, score them, log episodes and return the metrics block.
 
     With a ``run`` (:class:`library.runs.folder.RunDir`), one episode per question is appended (in
     chunks of ``chunk`` questions, default ``4 * batch_size``, so an interrupted eval resumes
-    where it stopped) and the block is stored at ``metrics[split][phase]`` (other phases and
-    sections are kept). Questions that already have an eval episode for (phase, split, step)
+    where it stopped). Questions that already have an eval episode for (phase, split, step)
     are not generated again; a finished eval is recomputed from its episodes, for free.
-    ``store_metrics=False`` logs episodes but leaves metrics.json alone (intermediate evals).
+    metrics.json is not touched: the caller stores the block (the phase loop, once a phase is
+    complete; an experiment, in its section of the main run's).
 
     Across N processes (library/model/distributed.py) every chunk is split between them: each answers
     its contiguous slice, the episodes are gathered onto every process in question order, and
     the main process alone appends them (one writer, no interleaved lines). Every process then
     returns the same block. Greedy decoding makes the answers the same as one process's.
     """
-    from library.model.distributed import is_writer, num_processes, shard, wait_for_everyone
-    from library.runs.rollouts import log_episodes, score_episodes
-    from library.model.generate import generate_completions
+    from library.model.generate import generate_completions  # torch
 
     questions = list(questions)
     writer = is_writer()
@@ -145,12 +145,7 @@ def evaluate(model, tokenizer, questions: Sequence[Question], reward_model, *, p
         episodes = log_episodes(run, local)
         fresh.update((ep.ex_id, ep) for ep in episodes)
     ordered = [fresh.get(q.id) or done[q.id] for q in questions]
-    block = metrics_from_episodes(ordered)
-    if run is not None and store_metrics and writer:
-        section = run.read_metrics().get(split, {})
-        section[phase] = block
-        run.update_metrics(split, section)
-    return block
+    return metrics_from_episodes(ordered)
 
 
 def metrics_from_run(run, *, phase: str, split: str, step: int | None = None,

@@ -84,6 +84,7 @@ from library.config import MonitorSettings
 from library.contracts import PHASES, Episode, Question
 from library.graph.kg import KnowledgeGraph
 from library.contracts import ROLLOUT_KIND
+from library.runs.reader import RunView
 
 __all__ = [
     "JUDGED_SIGNALS",
@@ -483,8 +484,6 @@ def monitor_run(run_dir: str | Path, *, data_dir: str | Path | None = None, kg_p
     Returns ``{"run", "settings", "phases": {phase: the metrics.json monitor block}}``, plus
     ``"ablation"`` (the same block for the reward ablation's GRPO) when the run has one.
     """
-    from library.runs.reader import RunView
-
     run = RunView.open(run_dir, require_metrics=True, kg=kg_path, data_dir=data_dir)
     settings = settings or MonitorSettings.model_validate(run.config.get("monitor") or {})
     report = {"run": str(run.path), "settings": settings.model_dump(mode="json"), "phases": {}}

@@ -11,6 +11,9 @@ from typing import Any
 from rich.console import Console
 
 from library.config import EvalSettings
+from library.evaluation.evaluate import evaluate
+from library.evaluation.recall import eval_fact_groups, fact_recall, trace_recall
+from library.model.distributed import is_writer, wait_for_everyone
 from library.questions.balance import select_balanced
 
 
@@ -40,13 +43,13 @@ def traced_questions(eval_questions: list, settings: EvalSettings, seed: int) ->
 
 # ----------------------------------------------------------------------------- eval
 def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, run: Any, settings: EvalSettings,
-                   console: Console, *, seed: int, trace_style: str = "copy", kg: Any = None) -> dict[str, dict[str, Any]]:
+                   console: Console, *, seed: int, kg: Any = None) -> dict[str, dict[str, Any]]:
     """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
     fact recall (library/train/facts.py) of the (entity, relation) groups the eval chains use.
 
     ``selection``: the run's question sets (library.train.data.Selection: ``eval``,
-    ``eval_shuffled``, ``train_sample``); ``trace_style``: the TRACE wording SFT taught, which
-    the in-TRACE recall teacher-forces. Returns ``{key: block}`` (keys: eval, eval_shuffled,
+    ``eval_shuffled``, ``train_sample``); the in-TRACE recall teacher-forces the data's reference
+    TRACE, the one SFT taught. Returns ``{key: block}`` (keys: eval, eval_shuffled,
     train_sample, facts); the episodes go to the run's episodes.jsonl.
 
     Across N processes (library/model/distributed.py) the greedy answers are sharded: each process
@@ -61,21 +64,17 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
     leaves N-1 GPUs idle for the whole decoding. (On this 2-core CPU, shared with another job,
     the two designs could not be timed apart meaningfully: docs/SCALE_OUT.md.)
     """
-    from library.model.distributed import is_writer, wait_for_everyone
-
     kg = kg if kg is not None else reward_model.kg
-    from library.evaluation.evaluate import evaluate
-
     blocks = {}
     for key, questions in phase_questions(selection, phase, settings, seed).items():
         if not questions:
             continue
         t0 = time.perf_counter()
-        # store_metrics=False: run_training is the single writer of metrics.json (it writes the
-        # blocks when the phase completes), so a half-done phase never shows up as a result.
+        # run_training is the single writer of metrics.json (it writes the blocks when the phase
+        # completes), so a half-done phase never shows up as a result.
         blocks[key] = evaluate(
             model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
-            batch_size=settings.batch_size, max_new_tokens=settings.max_new_tokens, store_metrics=False,
+            batch_size=settings.batch_size, max_new_tokens=settings.max_new_tokens,
         )
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "
@@ -84,13 +83,10 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
         # Did the model learn the facts the eval chains need (apart from composing them)?
         # Recall where the facts were taught (knowledge rows) and where composition needs them
         # (inside the gold TRACE of each eval question, teacher-forced): docs/FINDINGS.md.
-        from library.evaluation.recall import eval_fact_groups, fact_recall, trace_recall
-
         t0 = time.perf_counter()
         blocks["facts"] = fact_recall(model, tokenizer, kg, eval_fact_groups(kg, selection.eval))
         traced = traced_questions(selection.eval, settings, seed)
-        style = None if trace_style == "copy" else trace_style
-        in_trace = trace_recall(model, tokenizer, kg, traced, style=style)
+        in_trace = trace_recall(model, tokenizer, kg, traced)
         in_trace.pop("hits")
         blocks["facts"]["in_trace"] = in_trace
         console.print(f"  [dim]{phase} eval[/] {'facts':<14} n={blocks['facts']['n']:<4} "

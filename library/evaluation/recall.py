@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 from library.contracts import BLANK_TAG_POOL, PathEdge
 from library.graph.oracle import question_walk, walk_edges
-from library.questions.wording import KNOWLEDGE_PROMPT, blank_tags, fact_groups, object_list
+from library.model.chat import format_prompt
+from library.questions.wording import KNOWLEDGE_PROMPT, blank_tags, fact_groups, object_list, reference_completion
 
 
 def eval_fact_groups(kg: Any, questions: Sequence[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -95,8 +96,6 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
     were taught; :func:`trace_recall` is recall where composition needs them. Returns
     ``{"n", "recalled", "recall", "by_relation"}``.
     """
-    from library.model.chat import format_prompt
-
     prefix = format_prompt(tokenizer, KNOWLEDGE_PROMPT)
     items = []  # (context ids, target ids), one per group
     for src, rel, dsts in groups:
@@ -115,8 +114,7 @@ def fact_recall(model, tokenizer, kg: Any, groups: Sequence[tuple[str, str, tupl
             "by_relation": {rel: round(k / m, 4) for rel, (k, m) in sorted(by_rel.items())}}
 
 
-def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16,
-                 style: str | None = None) -> dict[str, Any]:
+def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_size: int = 16) -> dict[str, Any]:
     """Share of the questions' hop clauses whose objects the model writes, greedy, inside the gold TRACE.
 
     For each clause of hop *i* (one on a functional graph; one per held entity with successors
@@ -126,15 +124,10 @@ def trace_recall(model, tokenizer, kg: Any, questions: Sequence[Any], *, batch_s
     docs/FINDINGS.md). Teacher-forced, so one forward pass over prompt + gold completion scores
     every hop of a question. Returns ``{"n", "recalled", "recall", "by_hop", "hits"}`` (0-based
     hops; ``hits``: ``(question id, hop, recalled)`` for every hop, to split recall by fact).
-    ``style``: the TRACE wording the model was taught (``sft.trace_style``; None: the data's).
     """
-    from library.questions.wording import reference_completion
-
-    from library.model.chat import format_prompt
-
     rows = []  # (question id, token ids, [(hop, target start, target ids)])
     for q in questions:
-        completion = reference_completion(q, kg=kg, style=style)
+        completion = reference_completion(q)
         tags = blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges])
         ids = tokenizer(format_prompt(tokenizer, q.prompt), add_special_tokens=False).input_ids
         spans, done = [], 0

@@ -6,9 +6,11 @@ adapters, and adds its answer to the run's ``metrics.json`` under its own key:
 
 - ``distribution`` (library/experiments/distribution.py): RSFT on easy against hard prompts;
 - ``ablation`` (library/experiments/ablation.py): GRPO under another reward, paired against
-  the main GRPO phase;
-- ``selection`` (library/experiments/selection.py): RSFT's winners chosen by the KG reward against
-  by correctness alone, from the same samples, over several seeds.
+  the main GRPO phase.
+
+(The RSFT selection experiment, winners chosen by the KG reward against by correctness alone,
+is research beside the product: research/selection.py, on :func:`run_profile` and
+:func:`start_backend`.)
 
 Each writes its episodes to a sub-run (``<run>/<experiment>/<condition>/``), never into the main
 log, and is listed in ``meta.json`` ``phases_completed`` once done, so a killed experiment is
@@ -24,25 +26,28 @@ from typing import Any
 
 from rich.console import Console
 
-from library.config import TrainConfig
+from library.config import TrainConfig, load_config
+from library.experiments.ablation import run_ablation
+from library.experiments.distribution import run_distribution
+from library.model.distributed import is_writer, wait_for_everyone
 from library.runs.folder import RunDir
+from library.train.backends import phases
+from library.train.backends.torch_phases import TorchBackend
+from library.train.bookkeeping import comparable_config, config_differences
+
+# torch and transformers are imported inside the functions that train (the CLI starts without them).
 
 #: The experiments, in the order they run.
-EXPERIMENTS = ("distribution", "ablation", "selection")
+EXPERIMENTS = ("distribution", "ablation")
 
 
 class ExperimentError(RuntimeError):
     """The run folder cannot host the experiment (unfinished, or trained with other settings)."""
 
 
-def wanted_experiments(config: TrainConfig, meta: dict[str, Any], metrics: dict[str, Any] | None = None) -> list[str]:
-    """The experiments ``config`` enables that the run has not finished yet, or (the selection
-    experiment, given the run's ``metrics``) finished at other seeds than the config now lists:
-    its finished arms are read back, the new seeds trained."""
+def wanted_experiments(config: TrainConfig, meta: dict[str, Any]) -> list[str]:
+    """The experiments ``config`` enables that the run has not finished yet."""
     done = set(meta.get("phases_completed") or ())
-    selection_seeds = ((metrics or {}).get("selection") or {}).get("seeds")
-    if "selection" in done and selection_seeds is not None and selection_seeds != config.selection.seeds:
-        done.discard("selection")
     return [name for name in EXPERIMENTS if getattr(config, name).enabled and name not in done]
 
 
@@ -57,19 +62,15 @@ def run_experiments(config: TrainConfig, run_dir: str | Path, *, backend: Any = 
 
     run = RunDir.open(run_dir)
     meta = run.read_meta()
-    if not wanted_experiments(config, meta, run.read_metrics()):
+    if not wanted_experiments(config, meta):
         return run
     if meta.get("status") != "complete":
         raise ExperimentError(f"{run.path}: experiments run on a finished run (status: {meta.get('status')!r}); "
                               "finish it first with `kgr train --resume`")
-    from library.train.pipeline import comparable_config, config_differences
-
     if comparable_config(config) != comparable_config(meta.get("config") or {}):
         raise ExperimentError(f"{run.path} was trained with other settings than this profile's "
                               f"({config_differences(meta.get('config') or {}, config)}); "
                               "an experiment needs the run's own profile and model")
-    from library.model.distributed import is_writer
-
     owned = run.lock() if is_writer() else contextlib.nullcontext()
     with owned, run_precision(config):
         return _run(config, run, run.read_meta(), backend, console or Console(stderr=True))
@@ -82,8 +83,6 @@ def run_profile(run: RunDir, profile: str | Path | None = None, overrides: dict[
     --model M --data-dir D`` writes none of them into the profile, and the profile's own seed
     would draw another selection (other SFT rows, RL prompts and dev questions) than the run's;
     its model another tokenizer and base; its data other questions."""
-    from library.config import load_config
-
     meta = run.read_meta()
     profile = profile if profile is not None else meta.get("profile")
     if profile is None:
@@ -96,50 +95,31 @@ def run_profile(run: RunDir, profile: str | Path | None = None, overrides: dict[
 
 
 def start_backend(config: TrainConfig, run: RunDir, backend: Any = None, console: Console | None = None):
-    """A finished run's data, selection and model, as its phases had them, with the backend
-    started on them: ``(config, context, backend)``, ``config`` with the phases' own generation
-    windows, ``backend.policy(phase)`` / ``backend.rl_base()`` ready. What every experiment (and
-    a sweep judging a run's saved adapters) starts from."""
-    from library.model.distributed import main_process_first
-    from library.model.load import load_model
-    from library.train.backends.phases import RunContext
-    from library.train.backends.torch_phases import TorchBackend
-    from library.train.data import fit_generation_lengths, load_data, make_selection
-
+    """A finished run's data, selection, rewards and model, as its phases had them, with the
+    backend (default: torch) started on them: ``(config, context, backend)``, ``config`` with the
+    phases' own generation windows, ``backend.policy(phase)`` / ``backend.rl_base()`` ready. What
+    every experiment (and a sweep judging a run's saved adapters) starts from; the phase loop
+    starts its backend the same way (``library.train.backends.phases.start_backend``)."""
     backend = backend if backend is not None else TorchBackend()
-    data = load_data(config)
-    selection = make_selection(config, data)
-    with main_process_first():
-        base, tokenizer = load_model(config.model, device=backend.eval_device)
-    config = fit_generation_lengths(config, data.kg, selection, tokenizer)[0]  # the phases' own windows
-    context = RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
-                         console=console or Console(stderr=True))
-    backend.start(context, base)
-    return config, context, backend
+    context, _ = phases.start_backend(config, run, backend, console or Console(stderr=True))
+    return context.config, context, backend
 
 
 def _run(config: TrainConfig, run: RunDir, meta: dict[str, Any], backend: Any, console: Console) -> RunDir:
     from transformers import set_seed
 
-    from library.experiments.ablation import run_ablation
-    from library.experiments.distribution import run_distribution
-    from library.experiments.selection import run_selection
-    from library.model.distributed import is_writer, wait_for_everyone
-
     writer = is_writer()
     config, context, backend = start_backend(config, run, backend, console)
-    data, selection, tokenizer = context.data, context.selection, context.tokenizer
+    data, selection, tokenizer, rewards = context.data, context.selection, context.tokenizer, context.rewards
     metrics = run.read_metrics()
     completed = list(meta.get("phases_completed") or ())
-    for name in wanted_experiments(config, meta, metrics):
+    for name in wanted_experiments(config, meta):
         set_seed(config.seed)
         if name == "distribution":
-            metrics[name] = run_distribution(backend.policy, tokenizer, config, data, selection, run, console,
+            metrics[name] = run_distribution(backend.policy, tokenizer, config, data, selection, rewards, run, console,
                                              main_rsft=metrics.get("training", {}).get("rsft"))
-        elif name == "ablation":
-            metrics[name] = run_ablation(backend.policy, tokenizer, config, data, selection, run, console)
         else:
-            metrics[name] = run_selection(backend.policy, tokenizer, config, data, selection, run, console)
+            metrics[name] = run_ablation(backend.policy, tokenizer, config, data, selection, rewards, run, console)
         completed = [p for p in completed if p != name] + [name]
         meta["phases_completed"] = list(completed)
         if writer:

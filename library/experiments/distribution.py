@@ -13,13 +13,20 @@ from typing import Any, Callable
 from rich.console import Console
 
 from library.config import TrainConfig
-from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection
+from library.contracts import ROLLOUT_KIND
+from library.evaluation.evaluate import evaluate
+from library.model.distributed import is_writer, wait_for_everyone
 from library.questions.balance import select_balanced
+from library.runs.folder import RunDir
+from library.train.data import DataBundle, Selection, select_prompts
+from library.train.rewards import RunRewards
+from library.train.rsft import run_rsft
+
+# torch, transformers and trl are imported inside the functions that train (the CLI starts without them).
 
 
 def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
-                     selection: Selection, run: RunDir, console: Console,
+                     selection: Selection, rewards: RunRewards, run: RunDir, console: Console,
                      main_rsft: dict[str, Any] | None = None) -> dict[str, Any]:
     """RSFT from the SFT result (``policy("sft")``: a trainable policy, from the torch backend) on
     each training distribution, each evaluated on the same eval subset.
@@ -33,18 +40,8 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
     """
     from transformers import set_seed
 
-    from library.model.distributed import is_writer, wait_for_everyone
-    from library.evaluation.evaluate import evaluate
-    from library.train.grpo import filter_episodes
-    from library.scoring.reward import RewardModel
-    from library.train.data import select_prompts
-    from library.train.rsft import run_rsft
-    from library.contracts import ROLLOUT_KIND
-
     out: dict[str, Any] = {}
     eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
-    reward = RewardModel.from_preset(data.kg, config.rsft.reward_preset)
-    eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
     grpo_ids = {q.id for q in selection.grpo_pool}
     for cond in config.distribution.conditions:
         console.rule(f"[bold]distribution: RSFT on {cond}")
@@ -59,24 +56,23 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
             model = policy("rsft")
             n_winners, n_prompts = main_rsft.get("n_winners"), main_rsft.get("n_prompts")
             if is_writer():
-                filter_episodes(sub, lambda ep: False)  # an eval left by an interrupted attempt: redo it
+                sub.keep_episodes(lambda ep: False)  # an eval left by an interrupted attempt: redo it
         else:
             prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed,
                                      exclude=grpo_ids)
             start = policy("sft")
-            model, res = run_rsft(start, tokenizer, prompts, settings, reward, sub,
+            model, res = run_rsft(start, tokenizer, prompts, settings, rewards["rsft"], sub,
                                   ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
                                   adapter_dir=run.path / "adapters" / "distribution" / cond,
                                   seed=config.seed, forbidden_ids=selection.forbidden_ids, resume=True)
             n_winners, n_prompts = res.n_winners, res.n_prompts
             # An eval left by an interrupted attempt may come from a less-trained adapter: redo it.
             if is_writer():
-                filter_episodes(sub, lambda ep: ep.get("kind") == ROLLOUT_KIND)
+                sub.keep_episodes(lambda ep: ep.get("kind") == ROLLOUT_KIND)
         wait_for_everyone()
         model.eval()
-        block = evaluate(model, tokenizer, eval_sub, eval_reward, phase="rsft", split="eval", run=sub,
-                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
-                         store_metrics=True)
+        block = evaluate(model, tokenizer, eval_sub, rewards["eval"], phase="rsft", split="eval", run=sub,
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens)
         model.unload()
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}

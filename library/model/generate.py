@@ -54,10 +54,12 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import torch
+from tqdm.auto import tqdm
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from library.model.chat import format_prompt
+from library.model.precision import generation_precision, sampling_precision
 
 #: Candidates kept before the exact top-p cut: first the top 256; where some row's top-256 mass
 #: is below top_p (a flat distribution, e.g. the base model), the top 4,096 (11 ms for 32 rows
@@ -79,10 +81,6 @@ class Completion:
     token_ids: list[int]
     finished: bool
     prompt_ids: list[int] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
 
 
 @dataclass
@@ -199,11 +197,9 @@ def generation_model(model, merge_lora: bool = True, precision: str | None = Non
     bfloat16 (AMX CPUs, bf16 GPUs, CPUs with fast AVX512-BF16) the copy's weights are bf16: on
     an AMX CPU prefill runs 3.7x and whole generations ~2.3x faster than fp32
     (benchmarks/generation.py), while greedy answers may differ from fp32's in a few cases
-    (library/experiments/sweeps/precision_agreement.py measures how many).
+    (research/sweeps/precision_agreement.py measures how many).
     The copy is made per call so training weights are never modified; it is freed on exit.
     """
-    from library.model.precision import generation_precision
-
     dtype = torch.bfloat16 if (precision or generation_precision()) == "bfloat16" else torch.float32
     is_peft = hasattr(model, "merge_and_unload") and hasattr(model, "peft_config")
     merge = merge_lora and is_peft
@@ -406,10 +402,6 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
     already formatted prompt strings. ``precision`` ("float32" or "bfloat16") overrides the process's
     generation precision (sampling precision with ``do_sample``) for the PyTorch loop (:func:`generation_model`).
     """
-    from tqdm.auto import tqdm
-
-    from library.model.precision import sampling_precision
-
     if precision is None and do_sample:  # RL's draws: the same on any CPU in fp32 (finding 54)
         precision = sampling_precision()
     if num_return_sequences < 1:

@@ -22,7 +22,6 @@ import importlib.util
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -312,9 +311,3 @@ def model_info(model) -> dict[str, Any]:
         info["spec"] = spec.to_meta()
     return info
 
-
-def timed_load(spec: str = "embedded", **kwargs) -> tuple[Any, Any, float]:
-    """``load_model`` plus the seconds it took (for meta.json timings)."""
-    start = time.perf_counter()
-    model, tokenizer = load_model(spec, **kwargs)
-    return model, tokenizer, time.perf_counter() - start

@@ -24,7 +24,10 @@ samples on any CPU.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
+import platform
 import time
 from contextlib import contextmanager
 
@@ -219,10 +222,6 @@ def keep_freed_memory() -> bool:
     >>> isinstance(keep_freed_memory(), bool)
     True
     """
-    import ctypes
-    import ctypes.util
-    import platform
-
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     try:

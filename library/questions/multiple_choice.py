@@ -103,7 +103,7 @@ def verify_unique(kg: KnowledgeGraph, question: Question) -> bool:
             or len(set(path.entities)) != len(path.entities)
             or not all(kg.has_edge(e.src, e.rel, e.dst) for e in path.edges)):
         return False
-    # the text must state this chain (in either step order, library/questions/wording.py: STEP_ORDERS)
+    # the text must state this chain (in either step order, library/questions/dataset.py: STEP_ORDERS)
     if question.question != question_text(kg, start, chain, step_order=step_order_of(question.question)):
         return False
     reach = set(kg.reach(start, chain))

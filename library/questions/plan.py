@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,8 +37,9 @@ from library.errors import DataFileError
 from library.graph.check import WIDTHS, count_chains
 from library.graph.kg import KnowledgeGraph, load_kg
 from library.questions.candidates import Candidates
-from library.questions.splits import (DatasetConfig, DatasetError, DatasetStats, Shortfall, _per_hop, build_held_out,
-                                      build_splits, dataset_stats, hop_span, walks_text, write_dataset)
+from library.questions.dataset import DatasetConfig, DatasetError, DatasetStats, hop_span
+from library.questions.splits import (Shortfall, _per_hop, build_held_out, build_splits, dataset_stats, walks_text,
+                                      write_dataset)
 
 #: Held-out splits sized down to the graph, in the order they take their questions.
 HELD_OUT = ("eval", "train_hard", "dev")
@@ -386,8 +388,6 @@ def build_dataset(config: DatasetConfig, confirm: Callable[[list[str]], bool] | 
     cases nothing is written. Where ``config.out_dir`` already holds split files that would
     change, ``confirm(names)`` is asked first (None: overwrite).
     """
-    import time
-
     if Path(config.out_dir).exists() and not Path(config.out_dir).is_dir():
         raise DataFileError(config.out_dir, "is a file; --out takes the folder the splits are written to")
     t0 = time.perf_counter()

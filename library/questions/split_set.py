@@ -27,15 +27,7 @@ from typing import Any, Mapping
 
 from library.errors import DataFileError
 from library.jsonl import atomic_write_json, read_json, sha256_bytes, sha256_file, staged_write
-
-SPLIT_FILES = {
-    "train": "train.jsonl",
-    "eval": "eval.jsonl",
-    "train_hard": "train_hard.jsonl",
-    "eval_shuffled": "eval_shuffled.jsonl",
-    "dev": "dev.jsonl",
-}
-STATS_FILE = "stats.json"
+from library.questions.dataset import SPLIT_FILES, STATS_FILE
 
 
 def changed_files(out_dir: Path, files: Mapping[str, bytes]) -> list[str]:

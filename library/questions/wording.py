@@ -18,8 +18,6 @@ every entity on the way, so exactly one option is reachable (docs/CONTRACTS.md).
 'Start at TLS handshake error. It is caused by [L], which is fixed by [?]. (2 steps)'
 >>> reference_trace(kg, path)
 'TLS handshake error is caused by [L] clock skew [L], which is fixed by [?]: clock skew is fixed by [?] sync clocks with NTP.'
->>> reference_trace(kg, path, style="clauses")
-'TLS handshake error is caused by [L] clock skew [L], clock skew is fixed by [?] sync clocks with NTP.'
 
 Where a hop branches, the TRACE carries every successor (library/graph/oracle.py) and ends by
 naming the one it answers with:
@@ -40,18 +38,11 @@ import random
 import re
 from typing import Any, Iterable, Sequence
 
-from library.scoring.answer_format import FORMAT_INSTRUCTIONS, render_completion, tag_answer
+from library.scoring.answer_format import FORMAT_INSTRUCTIONS, render_completion
 from library.contracts import BLANK_TAG_POOL, FINAL_TAG, LETTERS, GoldPath
 from library.graph.kg import KnowledgeGraph
 from library.graph.oracle import Hop, set_walk
-
-#: How a question orders its steps (``kgr data --step-order``; docs/FINDINGS.md findings 40-41):
-#: "chain" writes them in the chain's order ("It leads to [K], which is caused by [G], ..."), the
-#: data files' wording; "keyed" writes each step after the first with the tag it starts from, in
-#: a shuffled order ("It leads to [K]; [G] is fixed by [?]; [K] is caused by [G]"). Trained on
-#: 1-3-hop chains in chain order, the model finds the next step by its position and loses its
-#: place after the third; in the keyed order only the tag it has just written finds it.
-STEP_ORDERS = ("chain", "keyed")
+from library.questions.dataset import STEP_ORDERS  # chain | keyed, with what each means
 _KEYED_STEP_RE = re.compile(r"\]; \[")
 
 
@@ -171,12 +162,7 @@ def hop_clauses(kg: Any, hop: Hop, tag: str) -> str:
     return ", ".join(fact_clause(kg, src, hop.rel, dsts, tag) for src, dsts in hop.clauses)
 
 
-#: TRACE wordings (``sft.trace_style``): "copy" is the data files' reference; "clauses" is the
-#: wording before the copied step, which the full profile keeps (docs/FINDINGS.md findings 22-25).
-TRACE_STYLES = ("copy", "clauses", "rest")
-
-
-def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy", step_order: str = "chain") -> str:
+def reference_trace(kg: KnowledgeGraph, path: GoldPath, step_order: str = "chain") -> str:
     """The canonical trace (docs/CONTRACTS.md): one fact clause per hop, in the question's order.
 
     Hop 1 is :func:`fact_clause`, ``"<src> <rel> [K] <dst> [K]"``, the exact words the
@@ -192,25 +178,17 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy", ste
     reads the trace with the tags removed (:data:`library.contracts.BLANK_TAG_RE`); the copied
     step has no object before its colon, so it claims nothing.
 
-    ``style="clauses"`` leaves the copied steps out (``"<hop 1 clause>, <hop 2 clause>, ..."``):
-    measured, the copied step lifts 600 3-hop training rows from 40% to 57% on eval but drops
-    1,600 mixed 1-3-hop rows from 58% to 34%, so the profiles choose (``sft.trace_style``).
+    The one wording kept (docs/FINDINGS.md findings 22-28): without the copied steps
+    (``"<hop 1 clause>, <hop 2 clause>, ..."``, data/experiments/reference-chain) 600 3-hop training
+    rows scored 40% on eval against 57% with them, the rows both profiles train on; copying the
+    whole rest of the chain after each tag did worse on dev (46% against 60%, finding 28).
 
     For a question in the keyed step order (``step_order="keyed"``, :data:`STEP_ORDERS`) the
     copied step is the question's keyed step, ``"; [K] <rel> [T]: "``: after ``<dst> [K]`` the
     TRACE writes ``; [K]`` and copies what follows it in the question, which occurs once.
-
-    ``style="rest"`` copies, after each tag, the *whole rest* of the question's chain (from that
-    tag to its end) instead of the next step alone; the next hop's relation is then always the
-    first step of the text just copied. Why: with 1-3-hop training chains, "copy the question's
-    last step" is as right as "copy the next step" after every tag but the first, and larger
-    training sets taught that shortcut (findings 24-25); copying up to the end is one rule at
-    every tag and any chain length, and a copy that ends early is visibly wrong.
     """
     chain = [e.rel for e in path.edges]
     tags = blank_tags(path.entities[0], chain)
-    if style not in TRACE_STYLES:
-        raise ValueError(f"trace style {style!r}: expected one of {TRACE_STYLES}")
     if step_order not in STEP_ORDERS:
         raise ValueError(f"step order {step_order!r}: expected one of {STEP_ORDERS}")
     hops = set_walk(kg.successors, path.entities[0], chain)
@@ -219,18 +197,10 @@ def reference_trace(kg: KnowledgeGraph, path: GoldPath, style: str = "copy", ste
     clauses = [hop_clauses(kg, hop, tag) for hop, tag in zip(hops, tags)]
     # Where the last hop holds several entities, the TRACE names the one it answers with.
     choice = f"; so {kg.label(path.entities[-1])}" if len(hops[-1].held) > 1 else ""
-    if style == "clauses":
-        return ", ".join(clauses) + choice + "."
     if step_order == "keyed":
-        if style != "copy":
-            raise ValueError(f"trace style {style!r} is not defined for keyed questions: use 'copy' or 'clauses'")
-        copied = [""] + ["; " + step + ": " for step in keyed_steps(kg, chain, tags)]
-        return "".join(step + clause for step, clause in zip(copied, clauses)) + choice + "."
-    later = [f", which {kg.relation_label(rel)} [{tag}]" for rel, tag in zip(chain[1:], tags[1:])]
-    if style == "copy":
-        steps = [""] + [step + ": " for step in later]
-    else:  # "rest": everything the question still asks, from the tag just written to its end
-        steps = [""] + ["".join(later[i:]) + ": " for i in range(len(later))]
+        steps = [""] + ["; " + step + ": " for step in keyed_steps(kg, chain, tags)]
+    else:
+        steps = [""] + [f", which {kg.relation_label(rel)} [{tag}]: " for rel, tag in zip(chain[1:], tags[1:])]
     return "".join(step + clause for step, clause in zip(steps, clauses)) + choice + "."
 
 
@@ -259,17 +229,9 @@ def render_prompt(question: str, options: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def reference_completion(question: Any, *, kg: Any = None, style: str | None = None) -> str:
+def reference_completion(question: Any) -> str:
     """The gold completion of a question: ``ref.completion`` when the data has it (the
-    question builder writes it), else rendered from ``ref.trace`` and the answer letter.
-    With a ``style`` (``sft.trace_style``), rendered from the gold path in that TRACE wording
-    (:func:`reference_trace`; needs ``kg``)."""
-    if style is not None:
-        if kg is None:
-            raise ValueError("a TRACE style needs the KG to word the gold path")
-        letter = question.answer_star
-        trace = reference_trace(kg, question.path_star, style, step_order=step_order_of(question.question))
-        return render_completion(tag_answer(trace, letter), letter)
+    question builder writes it), else rendered from ``ref.trace`` and the answer letter."""
     ref = question.ref
     completion = getattr(ref, "completion", None)
     if completion is None and isinstance(getattr(ref, "model_extra", None), dict):

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from library.contracts import Episode
 from library.errors import DataFileError
@@ -176,20 +175,33 @@ class RunDir:
     def read_episodes(self, phase: str | None = None, split: str | None = None) -> list[Episode]:
         return list(self.iter_episodes(phase=phase, split=split))
 
-    def drop_episodes(self, phase: str) -> int:
-        """Remove every episode of ``phase`` (used when a phase is re-run from scratch on resume)."""
-        if not self.episodes_path.exists():
-            return 0
-        kept, dropped = [], 0
-        for _, obj in iter_jsonl(self.episodes_path):
-            if obj.get("phase") == phase:
-                dropped += 1
-            else:
-                kept.append(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+    def keep_episodes(self, keep: Callable[[dict[str, Any]], bool]) -> int:
+        """Rewrite episodes.jsonl (atomically) with the lines ``keep`` accepts; returns how many
+        were dropped. A resumed phase cuts what it will make again: GRPO the rollouts after its
+        checkpoint, RSFT a half-done eval, a phase re-run from scratch all of its own.
 
-        atomic_write_text(self.episodes_path, "".join(kept))
+        >>> import tempfile
+        >>> run = RunDir.create(tempfile.mkdtemp(), run_id="r")
+        >>> run.keep_episodes(lambda ep: True)
+        0
+        """
+        path = self.episodes_path
+        if not path.exists():
+            return 0
+        self._repair_tail()  # a line half-written by a kill would otherwise fail to parse
+        kept, dropped = [], 0
+        for _, obj in iter_jsonl(path):
+            if keep(obj):
+                kept.append(dumps_line(obj))
+            else:
+                dropped += 1
+        if dropped:
+            atomic_write_text(path, "".join(kept))
         return dropped
 
+    def drop_episodes(self, phase: str) -> int:
+        """Remove every episode of ``phase`` (a phase re-run from scratch on resume)."""
+        return self.keep_episodes(lambda ep: ep.get("phase") != phase)
 
 def list_runs(root: str | Path = DEFAULT_RUNS_ROOT) -> list[RunDir]:
     """Run folders under ``root`` that have a meta.json, sorted by name."""

@@ -7,13 +7,21 @@ What older runs lack, and what is written instead:
   TRACE, each judged against the KG and the question's gold path (what the reward stores today);
 - an episode without ``reward.max_mentions`` (the most times one entity is named) gets it from
   the same scoring;
+- an episode without what readers show (``parsed.spans``: the entities the completion names;
+  ``parsed.steps`` and ``parsed.steps_hidden``: its TRACE's fact clauses as a card shows them;
+  ``grounded``: every gold edge claimed in path order) gets them from the same scoring, the one
+  time it is re-scored: the video and the demo page read them and refuse a run without them
+  (:meth:`library.runs.reader.RunView.require_current`), so no reader scans a completion again;
 - an episode without ``kind`` is an ``eval`` answer unless it is an RSFT/GRPO sample
   (a ``sample_idx``, or a training step on a training split); ``correct`` is the one
   correctness rule (:func:`library.scoring.answer_format.is_correct`);
 - ``meta.json`` loses settings of generation engines that no longer exist;
 - a ``metrics.json`` evaluation block without ``grounded`` (right answers whose TRACE states the
   gold path) gets it from that phase's eval episodes, by the metrics' own function, when they
-  give the block's ``correct`` and ``n`` back.
+  give the block's ``correct`` and ``n`` back;
+- a ``metrics.json`` of a run with RL rollouts but no ``monitor`` section (a run older than the
+  reward-hacking monitor) gets the blocks training writes today, recomputed from the logged
+  rollouts by :func:`library.evaluation.monitor.monitor_run` (what ``kgr monitor RUN`` prints).
 
 Files are rewritten atomically and only when something changed; a current run is left as it is.
 """
@@ -24,7 +32,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from library.contracts import EVAL_KIND, ROLLOUT_KIND, Claim, Question
+from library.contracts import EVAL_KIND, ROLLOUT_KIND, Question
+from library.evaluation.evaluate import metrics_from_episodes
+from library.evaluation.monitor import monitor_run
 from library.jsonl import atomic_write_text, iter_jsonl
 from library.runs.folder import EPISODES, META, RunDir
 from library.runs.reader import RunView
@@ -39,17 +49,26 @@ def _episode_files(run: Path) -> list[Path]:
     return sorted(run.rglob(EPISODES))
 
 
+#: What scoring stores with an episode's parse that older logs may lack (library/contracts.py).
+SCORED_PARSE = ("claims", "spans", "steps", "steps_hidden")
+
+
 def migrate_episode(obj: dict[str, Any], question: Question | None, reward: RewardModel) -> bool:
-    """Fill what an old episode line lacks, in place; True when it changed."""
+    """Fill what an old episode line lacks, in place; True when it changed. Only missing keys
+    are added: what the line already records stays as it is."""
     changed = False
     parsed, breakdown = obj["parsed"], obj["reward"]
-    if parsed.get("claims") is None or "max_mentions" not in breakdown:
+    missing = [key for key in SCORED_PARSE if parsed.get(key) is None]
+    if missing or "max_mentions" not in breakdown or obj.get("grounded") is None:
         if question is None:
             raise ValueError(f"episode {obj.get('ex_id')!r} needs its question to be migrated")
         scored = reward.score(question, obj["completion"])
-        if parsed.get("claims") is None:
-            parsed["claims"] = [Claim.model_validate(c.model_dump()).model_dump() for c in scored.parsed.claims]
+        fresh = scored.parsed.model_dump(mode="json")
+        for key in missing:
+            parsed[key] = fresh[key]
         breakdown.setdefault("max_mentions", scored.reward.model_dump().get("max_mentions", 0))
+        if obj.get("grounded") is None:
+            obj["grounded"] = scored.grounded
         changed = True
     if obj.get("kind") is None:
         rollout = obj.get("sample_idx") is not None or (obj.get("step", 0) > 0 and obj.get("split") != "eval")
@@ -99,19 +118,26 @@ def migrate_run(path: str | Path, *, data_dir: str | Path | None = None, kg: str
             atomic_write_text(file, "".join(lines))
             counts["episodes"] += changed
             counts["files"] += 1
-    counts["metrics"] = _add_grounded(RunView.open(path, data_dir=data_dir, kg=kg))
+    counts["metrics"] = _migrate_metrics(RunView.open(path, data_dir=data_dir, kg=kg))
     return counts
 
 
-def _add_grounded(view: RunView) -> int:
-    """Add the ``grounded`` block to every evaluation block of metrics.json that lacks it; the
-    number of blocks added."""
-    from library.evaluation.evaluate import metrics_from_episodes
-
+def _migrate_metrics(view: RunView) -> int:
+    """Add what an old metrics.json lacks (``grounded`` blocks, the ``monitor`` section), in one
+    write; the number of blocks added."""
     metrics_path = view.path / "metrics.json"
     if not metrics_path.exists():
         return 0
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    added = _add_grounded(view, metrics) + _add_monitor(view, metrics)
+    if added:
+        RunDir(view.path).write_metrics(metrics)
+    return added
+
+
+def _add_grounded(view: RunView, metrics: dict[str, Any]) -> int:
+    """Add the ``grounded`` block to every evaluation block of ``metrics`` that lacks it; the
+    number of blocks added."""
     added = 0
     for split, phases in metrics.items():
         if not isinstance(phases, dict):
@@ -125,6 +151,22 @@ def _add_grounded(view: RunView) -> int:
                 continue  # the log does not give this block back: leave it as it is
             block["grounded"] = fresh["grounded"]
             added += 1
-    if added:
-        RunDir(view.path).write_metrics(metrics)
+    return added
+
+
+def _add_monitor(view: RunView, metrics: dict[str, Any]) -> int:
+    """Add the ``monitor`` section (and the ablation's) to ``metrics`` when the run has RL
+    rollouts and no monitor block yet, as training writes them today; the number of blocks added."""
+    if "monitor" in metrics and "monitor" in (metrics.get("ablation") or {"monitor": None}):
+        return 0
+    if not any(ep.kind == ROLLOUT_KIND for ep in view.episodes):
+        return 0
+    report = monitor_run(view.path, data_dir=view.data_dir, kg_path=view.kg_path)
+    added = 0
+    if "monitor" not in metrics and report["phases"]:
+        metrics["monitor"] = report["phases"]
+        added += len(report["phases"])
+    if "ablation" in report and "monitor" not in metrics.get("ablation", {}):
+        metrics["ablation"]["monitor"] = report["ablation"]
+        added += 1
     return added

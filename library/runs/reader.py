@@ -35,7 +35,7 @@ from library.errors import DataFileError
 from library.stats import mean_interval, wilson_interval
 from library.graph.kg import DEFAULT_KG_PATH, KnowledgeGraph, load_kg
 from library.jsonl import iter_jsonl, read_json, sha256_file
-from library.questions.split_set import SPLIT_FILES, STATS_FILE
+from library.questions.dataset import SPLIT_FILES, STATS_FILE
 from library.runs.folder import EPISODES, META, METRICS, RunDir
 
 DEFAULT_DATA_DIR = Path("data")
@@ -100,6 +100,17 @@ class RunView:
             if (phase is None or ep.phase == phase) and (split is None or ep.split == split) \
                     and (kind is None or ep.kind == kind):
                 yield ep
+
+    def require_current(self, run: str | Path | None = None) -> None:
+        """What the video and the demo page call before reading the episodes: a DataFileError,
+        one sentence naming ``kgr migrate RUN``, when an episode lacks what scoring stores for
+        readers (``grounded``, entity spans, TRACE steps). Readers never score a logged
+        completion to make up for it."""
+        stale = sum(not ep.for_readers() for ep in self.episodes)
+        if stale:
+            raise DataFileError(self.path / EPISODES, f"{stale} of {len(self.episodes)} episodes were logged before "
+                                                      "scoring stored their entity spans, TRACE steps and grounded "
+                                                      f"verdict: run `kgr migrate {run or self.path}` once to add them")
 
     @property
     def phases(self) -> list[str]:

@@ -7,13 +7,15 @@ A completion has two lines (docs/DESIGN.md, "Completion format and reward")::
     ANSWER: <A|B|C|D>
 
 Everything that writes or reads that format imports it from here, so the prompt, the SFT
-targets, RSFT's cut, the reward and the metrics cannot drift apart. Pure ``re``: the video
-side and the demo import it without torch.
+targets, RSFT's cut, the reward and the metrics cannot drift apart; ``trace_steps`` cuts a TRACE
+into the fact clauses a card shows. Pure ``re``: the video side and the demo import it without torch.
 """
 
 from __future__ import annotations
 
 import re
+
+from library.contracts import BLANK_TAG_RE
 
 __all__ = [
     "FORMAT_INSTRUCTIONS",
@@ -22,6 +24,7 @@ __all__ = [
     "parse_completion",
     "render_completion",
     "tag_answer",
+    "trace_steps",
 ]
 
 # Measured with the SmolLM2 tokenizer: 25 tokens, against 35 for "... <A|B|C|D>" wording;
@@ -125,6 +128,42 @@ def parse_completion(text: str) -> tuple[str, str | None, bool]:
     return trace, answer, bool(trace) and answer is not None
 
 
+# --------------------------------------------------------------------------- steps of a TRACE
+
+_TAG = r"\[(?:[A-Z]|\?)\]"  # a blank tag (BLANK_TAG_RE, without the blanks before it)
+_STEP = rf"\s*[,;]\s*(?:which\b|{_TAG})[^,;:\[\]]*?{_TAG}"
+#: A copied question step (library/questions/wording.py ``reference_trace``): after a fact
+#: clause, a separator and the question's next step up to the colon after its tag; in chain
+#: order ", which <rel> [T]:" (the "rest" style copies several such steps), in keyed order
+#: "; [K] <rel> [T]:". It has no object before its colon: the reward reads no claim in it.
+#: The separator (group 1) is kept: it ends the clause before it.
+_COPIED_STEP = re.compile(rf"\s*([,;])\s*(?:which\b|{_TAG})[^,;:\[\]]*?{_TAG}(?:{_STEP})*\s*:")
+
+
+def trace_steps(trace: str) -> tuple[list[str], list[str]]:
+    """A TRACE as a card shows it: one piece per fact clause, ending in the model's separator,
+    the copied question steps between them and the blank tags left out (they claim nothing),
+    every other character as the model wrote it, in order; and what was left out (``"tags"``,
+    ``"copied question steps"``). Scoring stores both with the episode.
+
+    >>> trace_steps("a leads to [G] b [G], which is fixed by [?]: b is fixed by [?] c (A).")
+    (['a leads to b,', 'b is fixed by c (A).'], ['tags', 'copied question steps'])
+    >>> trace_steps("a leads to [G] b [G]; [G] is fixed by [?]: b is fixed by [?] c, d (A).")[0]
+    ['a leads to b;', 'b is fixed by c, d (A).']
+    >>> trace_steps("x is y, so z")
+    (['x is y, so z'], [])
+    """
+    parts = _COPIED_STEP.split(trace)
+    pieces = [parts[i] + (parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)]
+    steps, tagged = [], False
+    for piece in pieces:
+        plain = BLANK_TAG_RE.sub("", piece)
+        tagged = tagged or plain != piece
+        if plain.strip(" ,;"):
+            steps.append(" ".join(plain.split()))
+    return steps, [what for what, did in (("tags", tagged), ("copied question steps", len(pieces) > 1)) if did]
+
+
 # --------------------------------------------------------------------------- correctness
 
 
@@ -139,6 +178,18 @@ def is_correct(answer: str | None, valid_format: bool, answer_star: str | None) 
     (True, False, False)
     """
     return bool(valid_format) and answer is not None and answer == answer_star
+
+
+def is_grounded(valid_format: bool, hops: int | None, edge_hits: int | None) -> bool:
+    """THE grounding rule: a well-formed completion whose TRACE claims every one of the
+    question's ``hops`` gold edges in path order (``edge_hits``, the reward's count of them).
+    Scoring decides it once (``Episode.grounded``); metrics of a log older than that verdict
+    apply this rule to the counts it stored.
+
+    >>> is_grounded(True, 3, 3), is_grounded(True, 3, 2), is_grounded(False, 3, 3), is_grounded(True, 0, 0)
+    (True, False, False, False)
+    """
+    return bool(valid_format) and bool(hops) and edge_hits is not None and int(edge_hits) == hops
 
 
 # --------------------------------------------------------------------------- writing

@@ -1,8 +1,8 @@
 """Reading a TRACE against the knowledge graph: entity and relation matching, claimed edges.
 
-The reward (:mod:`library.scoring.reward`) scores what this module finds; the monitor, the demo page
-and the video read the claims the reward stored, through :func:`stored_claims`, and never
-match again.
+The reward (:mod:`library.scoring.reward`) scores what this module finds and stores it with each
+episode (claims, entity spans); the monitor, the diagnosis, the demo page and the video read what
+it stored and never match again.
 
 Design notes
 ------------
@@ -34,11 +34,11 @@ import unicodedata
 from bisect import bisect_left
 from typing import Any, Iterable, Sequence
 
-from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion
+from library.contracts import BLANK_TAG_RE, Claim
 from library.graph.kg import KnowledgeGraph, label_key
 
 __all__ = ["EntityMatcher", "RelationMatcher", "TraceScanner", "departure_index", "extract_claims", "first_departure",
-           "gold_edges_in_order", "held_procedure", "is_grounded", "longest_increasing_subsequence", "reads_as_prose"]
+           "held_procedure", "longest_increasing_subsequence", "reads_as_prose"]
 
 
 
@@ -460,33 +460,6 @@ def departure_index(claims: Sequence[Claim], procedure: Sequence[tuple[str, str,
         if i >= len(claims) or (claims[i].src, claims[i].rel, claims[i].dst) != (src, rel, dst):
             return i
     return len(procedure)
-
-
-def gold_edges_in_order(claims: Sequence[Claim], gold_edges: Sequence[Any]) -> int:
-    """How many of the gold path's edges the claims state in path order: the longest run of
-    gold edges claimed with increasing path positions, as the edge-verified reward counts it
-    (``edge_hits``), read from the stored claims rather than the trace.
-
-    >>> from library.contracts import PathEdge
-    >>> gold = [PathEdge(src="A", rel="r", dst="B"), PathEdge(src="B", rel="r", dst="C")]
-    >>> c = lambda s, d: Claim(src=s, rel="r", dst=d, in_kg=True, on_gold_path=True)
-    >>> gold_edges_in_order([c("A", "B"), c("B", "C")], gold), gold_edges_in_order([c("B", "C"), c("A", "B")], gold)
-    (2, 1)
-    """
-    index = {(e.src, e.rel, e.dst): i for i, e in enumerate(gold_edges)}
-    order = [index[(c.src, c.rel, c.dst)] for c in claims if (c.src, c.rel, c.dst) in index]
-    return longest_increasing_subsequence(order) if order else 0
-
-
-def is_grounded(parsed: ParsedCompletion, claims: Sequence[Claim], gold_edges: Sequence[Any]) -> bool:
-    """A grounded answer: well-formed (an answer letter in the expected format) and its TRACE
-    claims every gold edge in path order, so every path entity is covered too. This is what
-    "the model reasoned" means on screen; a right letter after a copied question is not it.
-    ``claims``: :func:`stored_claims` of the episode (never a fresh parse of the completion).
-    """
-    gold = list(gold_edges)
-    return (parsed.valid_format and parsed.answer is not None and bool(gold)
-            and gold_edges_in_order(claims, gold) == len(gold))
 
 
 def longest_increasing_subsequence(seq: list[int]) -> int:

@@ -28,6 +28,14 @@ and is scored by a :class:`RewardModel` built once per KG and :class:`RewardConf
 >>> s.parsed.path_entities, s.correct, s.reward.correctness, s.reward.path_reward, s.reward.edge_reward, s.reward.total
 (['S', 'C', 'F'], True, 1.0, 0.5, 0.5, 2.0)
 
+With what readers show, found in the same pass: whether the answer is grounded (every gold edge
+claimed in order), the entities the completion names and the TRACE's steps as a card shows them:
+
+>>> s.grounded, s.parsed.spans[:2], s.parsed.steps_hidden
+(True, [(7, 26, 'S'), (40, 50, 'C')], [])
+>>> [step.text for step in s.parsed.steps]
+['TLS handshake error is caused by clock skew; clock skew is fixed by sync clocks with NTP.']
+
 The same names in a false chain lose the edge credit and pay for each false claim:
 
 >>> liar = ("TRACE: TLS handshake error is fixed by clock skew; "
@@ -93,13 +101,15 @@ import unicodedata
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, fields
 from operator import eq as _eq
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from library.scoring.answer_format import is_correct, parse_completion
-from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion, Question, RewardBreakdown, Scored
+from library.contracts import BLANK_TAG_RE, Claim, ParsedCompletion, Question, RewardBreakdown, Scored, TraceStep
+from library.scoring.answer_format import is_correct, is_grounded, parse_completion, trace_steps
 from library.graph.kg import KnowledgeGraph
 from library.graph.oracle import question_walk, walk_edges
+from library.questions.wording import reference_trace, step_order_of
 from library.scoring.matching import EntityMatcher, RelationMatcher, TraceScanner, longest_increasing_subsequence
+from library.scoring.presets import PRESET_NAMES, PresetName, parse_preset
 
 try:  # the C helper behind Counter(); counting into a plain dict skips Counter's overhead
     from collections import _count_elements  # type: ignore[attr-defined]
@@ -162,10 +172,6 @@ def path_tokens(kg: KnowledgeGraph, entity_ids: Sequence[str]) -> frozenset[str]
 
 # --------------------------------------------------------------------------- config
 
-PresetName = Literal["toy", "paper"]
-PRESET_NAMES: tuple[str, ...] = ("toy", "paper", "toy+edges", "paper+edges", "correctness")
-
-
 @dataclass(frozen=True)
 class RewardConfig:
     """Every weight of the reward, in one place. ``RewardConfig()`` is ``toy+edges``.
@@ -223,14 +229,9 @@ class RewardConfig:
     @classmethod
     def preset_named(cls, name: str, **overrides: Any) -> "RewardConfig":
         """Parse ``base[+edges][+correctness]`` (base: toy | paper); ``correctness`` alone
-        is ``toy+edges+correctness``. ``overrides`` set individual weights."""
-        parts = [p.strip().lower() for p in name.split("+")]
-        if parts == ["correctness"]:
-            parts = ["toy", "edges", "correctness"]
-        base, flags = parts[0], parts[1:]
-        if base not in ("toy", "paper") or any(f not in ("edges", "correctness") for f in flags) or len(set(flags)) != len(flags):
-            raise ValueError(f"unknown reward preset {name!r}; expected one of {', '.join(PRESET_NAMES)} (or base+edges+correctness)")
-        return cls(preset=base, edge_verified="edges" in flags, correctness_only="correctness" in flags, **overrides)  # type: ignore[arg-type]
+        is ``toy+edges+correctness`` (library/scoring/presets.py). ``overrides`` set individual weights."""
+        base, edge_verified, correctness_only = parse_preset(name)
+        return cls(preset=base, edge_verified=edge_verified, correctness_only=correctness_only, **overrides)  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, Any]:
         """For meta.json: the preset name and every field."""
@@ -300,10 +301,10 @@ class RewardModel:
     """The KG as a reward model. Build once (compiles the matchers), score many.
 
     ``score`` returns a :class:`~library.contracts.Scored`: the parse with its typed claims,
-    the breakdown and the correctness verdict, which is everything an episode stores, so no
-    reader parses the completion again. ``components`` returns the same numbers as a plain
-    dict and is several times faster (no model construction), which is what a trainer's
-    reward function should call.
+    entity spans and TRACE steps, the breakdown, the correctness verdict and whether the answer
+    is grounded, which is everything an episode stores, so no reader parses the completion
+    again. ``components`` returns the same numbers as a plain dict and is several times faster
+    (no model construction, no spans or steps), which is what a trainer's reward function should call.
     """
 
     def __init__(self, kg: KnowledgeGraph, config: RewardConfig | None = None):
@@ -334,8 +335,6 @@ class RewardModel:
     def _honest(self, q: Question, qd: _QuestionData) -> dict[str, int]:
         """``qd.excused``, read (once) from the question's honest TRACE, with its token repetition."""
         if qd.excused is None:
-            from library.questions.wording import reference_trace, step_order_of  # scoring alone never loads it
-
             try:
                 trace = reference_trace(self.kg, q.path_star, step_order=step_order_of(q.question))
             except (ValueError, KeyError):  # the procedure does not walk it in this KG: nothing to excuse
@@ -459,13 +458,19 @@ class RewardModel:
         if not entities:
             return comp, None
         trace_entities = list(dict.fromkeys(ents))
+        # what readers show, found here once: the entities the completion names, the TRACE's
+        # fact clauses as a card shows them, and whether the answer is grounded
+        spans = self.entity_matcher.spans
+        steps, hidden = trace_steps(trace)
         parsed = ParsedCompletion(
             answer=answer, trace_text=trace, trace_entities=trace_entities,
             path_entities=[e for e in trace_entities if e in gold], valid_format=valid,
             claims=[Claim(src=src, rel=rel, dst=dst, in_kg=(src, rel, dst) in kg_edges,
                           on_gold_path=(src, rel, dst) in edge_index) for src, rel, dst in claims],
+            spans=spans(completion), steps=[TraceStep(text=t, spans=spans(t)) for t in steps], steps_hidden=hidden,
         )
-        return comp, Scored(parsed=parsed, reward=RewardBreakdown(**comp), correct=right)
+        grounded = is_grounded(valid, qd.hops, edge_hits)
+        return comp, Scored(parsed=parsed, reward=RewardBreakdown(**comp), correct=right, grounded=grounded)
 
     def components(self, question: Question, completion: str) -> dict[str, Any]:
         """Every component as a plain dict (the RewardBreakdown fields and extras).

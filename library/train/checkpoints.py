@@ -8,13 +8,19 @@ newest complete one, which is what makes a killed phase resumable.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
-from library.config import LoraSettings
+from library.model.distributed import is_writer, wait_for_everyone
+
+# torch, transformers and peft are imported inside the functions that need them (the CLI starts
+# without them). LoRA settings are library.config.LoraSettings, passed in, not imported: this
+# module stays below the config in the import levels.
 
 
-def lora_config(settings: LoraSettings):
+def lora_config(settings: Any):
+    """peft's LoraConfig for ``settings`` (a :class:`library.config.LoraSettings`)."""
     from peft import LoraConfig
 
     return LoraConfig(
@@ -64,10 +70,6 @@ def save_full_model(model, out_dir: Path) -> Path:
 
     Across processes the main one saves (DDP keeps the weights identical on every process) and
     the others wait until the folder is complete, since the next phase loads it."""
-    import shutil
-
-    from library.model.distributed import is_writer, wait_for_everyone
-
     if is_writer():
         tmp = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -81,8 +83,6 @@ def save_full_model(model, out_dir: Path) -> Path:
 def save_adapter(model, out_dir: Path) -> Path:
     """Save only the trained ("default") adapter; GRPO's frozen "ref" copy is not a result.
     Across processes the main one saves and the others wait until it has (as above)."""
-    from library.model.distributed import is_writer, wait_for_everyone
-
     if is_writer():
         out_dir.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(str(out_dir), selected_adapters=["default"])
@@ -116,7 +116,7 @@ def load_full_model(model_dir: Path, trainable: bool = False):
     return model.train() if trainable else model.eval()
 
 
-def add_lora(model, settings: LoraSettings):
+def add_lora(model, settings: Any):
     """A fresh trainable LoRA adapter on ``model`` (RL on top of a fully fine-tuned SFT model)."""
     from peft import get_peft_model
 

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from library.config import TrainConfig
 from library.contracts import Question
 from library.graph.kg import load_kg
 from library.jsonl import read_jsonl, sha256_file
 from library.questions.balance import select_balanced
 from library.questions.split_set import SPLIT_FILES, verify_split_set
+from library.questions.wording import reference_completion
+
+# A run's settings (library.config.TrainConfig) are passed in, not imported: this module stays
+# below the config in the import levels.
 
 #: Splits nothing may train on (the shuffled copy is eval with its options reordered).
 EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
@@ -32,10 +35,10 @@ class DataBundle:
     eval_shuffled: list
     kg: Any
     hashes: dict[str, str]
-    dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (library/experiments/sweeps)
+    dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (research/sweeps)
 
 
-def load_data(config: TrainConfig) -> DataBundle:
+def load_data(config: Any) -> DataBundle:
     """The run's splits and KG with their sha256 (meta.json records them); DataFileError where
     the folder is not one complete split set (:func:`library.questions.split_set.verify_split_set`)."""
     data_dir = Path(config.data_dir)
@@ -59,10 +62,6 @@ class Selection:
     eval_shuffled: list
     train_sample: list
     forbidden_ids: set[str] = field(default_factory=set)
-    # every training question outside the GRPO pool: its gold paths weight the knowledge stage
-    train_paths: list = field(default_factory=list)
-    # the questions GRPO's pass-rate filter samples (grpo.pool.by_pass_rate; library/train/pool.py)
-    grpo_candidates: list = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -76,7 +75,7 @@ class Selection:
         }
 
 
-def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
+def make_selection(config: Any, data: DataBundle) -> Selection:
     seed = config.seed
     eval_sub = select_balanced(data.eval, config.eval.n_eval, f"{seed}:eval")
     shuffled_by_source = {q.meta.get("shuffled_from", q.id.removesuffix("-shuf")): q for q in data.eval_shuffled}
@@ -90,8 +89,6 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
         raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
     sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
-    if config.sft.extra_questions:
-        sft = sorted(sft + extra_questions(not_rl, sft, config.sft.extra_questions, seed), key=lambda q: q.id)
     # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
     sft_ids = {q.id for q in sft}
     rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
@@ -102,50 +99,11 @@ def make_selection(config: TrainConfig, data: DataBundle) -> Selection:
                              "outside SFT and the GRPO pool has these hop lengths")
     rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
-    grpo_candidates = grpo_candidate_prompts(config, data, sft_ids) if config.grpo.enabled else []
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
-    for qs in (sft, grpo_pool, rsft_prompts, not_rl, grpo_candidates):
+    for qs in (sft, grpo_pool, rsft_prompts):
         assert_training_only(qs, forbidden)
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
-                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden,
-                     train_paths=not_rl, grpo_candidates=grpo_candidates)
-
-
-def extra_questions(pool: Sequence[Any], chosen: Sequence[Any], counts: dict[int, int], seed: int) -> list:
-    """``counts[h]`` more questions of each hop length ``h`` from ``pool``, none of them in ``chosen``;
-    each length drawn with its own seed string, so the rows drawn before stay as they were.
-
-    >>> from types import SimpleNamespace as Q
-    >>> pool = [Q(id=f"q{i}", hop_len=1 + i % 3) for i in range(30)]
-    >>> extra = extra_questions(pool, pool[:3], {1: 2, 2: 4}, seed=0)
-    >>> sorted(q.hop_len for q in extra), any(q in pool[:3] for q in extra)
-    ([1, 1, 2, 2, 2, 2], False)
-    """
-    taken = {q.id for q in chosen}
-    extra: list[Any] = []
-    for hop, n in sorted(counts.items()):
-        found = [q for q in pool if q.hop_len == hop and q.id not in taken]
-        if n > len(found):
-            raise ValueError(f"sft.extra_questions wants {n} questions of {hop} hops; training has {len(found)} "
-                             "outside the SFT rows and the GRPO pool")
-        extra += select_balanced(found, n, f"{seed}:sft:extra:{hop}")
-    return extra
-
-
-def grpo_candidate_prompts(config: TrainConfig, data: DataBundle, sft_ids: set[str]) -> list:
-    """The questions whose pass rate GRPO estimates when ``grpo.pool.by_pass_rate`` is on: training
-    questions SFT did not show, of the pool's hops and splits, hop-balanced (empty when it is off).
-    Drawn after SFT's rows, so turning the filter on leaves SFT's training set as it was."""
-    pool = config.grpo.pool
-    if not pool.by_pass_rate:
-        return []
-    hops = set(pool.hops or ())
-    found = [q for split in pool.splits for q in getattr(data, split)
-             if q.id not in sft_ids and (not hops or q.hop_len in hops)]
-    if not found:
-        raise ValueError(f"grpo.pool: no question of {' or '.join(pool.splits)} outside SFT has "
-                         f"hop lengths {sorted(hops)}")
-    return select_balanced(found, pool.candidates, f"{config.seed}:grpo_candidates")
+                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden)
 
 
 def assert_training_only(questions: Iterable[Any], forbidden_ids: Iterable[str] = ()) -> None:
@@ -196,7 +154,7 @@ class LeakageError(RuntimeError):
     """An evaluation question reached a training phase."""
 
 
-def fit_generation_lengths(config: TrainConfig, kg: Any, selection: Selection, tokenizer: Any) -> tuple[TrainConfig, list[str]]:
+def fit_generation_lengths(config: Any, kg: Any, selection: Selection, tokenizer: Any) -> tuple[Any, list[str]]:
     """``config`` with every generation window at least as long as the longest reference
     completion it must hold (+1 for the end token), and a line for each window raised.
 
@@ -204,12 +162,8 @@ def fit_generation_lengths(config: TrainConfig, kg: Any, selection: Selection, t
     (library/graph/oracle.py) writes longer ones, and a window shorter than the reference cuts
     off right answers. Only lengths are read, never answers.
     """
-    from library.questions.wording import reference_completion
-
-    style = config.sft.trace_style
-
     def longest(questions: Sequence[Question]) -> int:
-        return max((len(tokenizer(reference_completion(q, kg=kg, style=style), add_special_tokens=False).input_ids)
+        return max((len(tokenizer(reference_completion(q), add_special_tokens=False).input_ids)
                     for q in questions), default=0) + 1
 
     windows = {("eval", "max_new_tokens"): selection.eval + selection.train_sample,

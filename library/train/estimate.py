@@ -46,6 +46,17 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from rich.table import Table
+
+from library.evaluation.phase import measures_recall, phase_questions, traced_questions
+from library.evaluation.recall import eval_fact_groups
+from library.model.chat import format_example, format_prompt
+from library.questions.wording import reference_completion
+from library.train.sft import sft_examples
+
+# torch and the generator (library.model.generate, library.model.precision) are imported inside
+# calibrate (the CLI starts without them).
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -129,16 +140,11 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
 
 def remaining(estimates: dict[str, float], done: dict[str, float]) -> float:
     """Seconds left: the entries not in ``done`` (actual seconds), scaled by actual / estimated
-    over the entries that are. A phase's ``<phase>_pool`` entry (GRPO's pass-rate sampling) is
-    timed as part of the phase, so it counts with it.
+    over the entries that are.
 
-    >>> remaining({"grpo_pool": 10.0, "grpo": 20.0, "grpo_eval": 30.0}, {"grpo": 60.0})
-    60.0
+    >>> remaining({"grpo": 20.0, "grpo_eval": 30.0}, {"grpo": 60.0})
+    90.0
     """
-    estimates = dict(estimates)
-    for key in [k for k in estimates if k.endswith("_pool")]:
-        phase = key.removesuffix("_pool")
-        estimates[phase] = estimates.get(phase, 0.0) + estimates.pop(key)
     finished = [k for k in done if k in estimates]
     expected = sum(estimates[k] for k in finished)
     factor = (sum(done[k] for k in finished) / expected) if expected > 0 else 1.0
@@ -165,21 +171,14 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     questions (``selection``) and rows. Answers not generated yet are counted at their reference
     completion's length (a trained model writes about that much); the base model, which does not
     stop where a trained one does, at the whole window."""
-    from library.evaluation.phase import measures_recall, phase_questions, traced_questions
-    from library.evaluation.recall import eval_fact_groups
-    from library.model.chat import format_example, format_prompt
-    from library.questions.wording import reference_completion
-    from library.train.sft import sft_examples
-
     def n_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    style = None if config.sft.trace_style == "copy" else config.sft.trace_style
     ref_len: dict[str, int] = {}
 
     def reference(q: Any) -> int:
         if q.id not in ref_len:
-            ref_len[q.id] = n_tokens(reference_completion(q, kg=kg, style=style)) + 1
+            ref_len[q.id] = n_tokens(reference_completion(q)) + 1
         return ref_len[q.id]
 
     prompt_lengths: dict[str, int] = {}
@@ -191,7 +190,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
 
     ev = config.eval
     plan: dict[str, Work] = {}
-    sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed, train_paths=selection.train_paths)
+    sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed)
     plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows),
                        adapter=config.sft.method == "lora")
 
@@ -218,7 +217,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
                                 decode_rows=gen.decode_rows).sampled()
         elif phase == "grpo":
             g = config.grpo
-            qs = (selection.grpo_candidates if g.pool.by_pass_rate else selection.grpo_pool) or selection.grpo_pool
+            qs = selection.grpo_pool
             row = sum(prompt_len(q) + min(reference(q), g.max_completion_length) for q in qs) / max(len(qs), 1)
             window = max((min(reference(q), g.max_completion_length) for q in qs), default=0)
             rollouts = g.max_steps * g.prompts_per_step * g.num_generations
@@ -227,14 +226,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
                                 prefill_tokens=round(g.max_steps * g.prompts_per_step * row),
                                 decode_steps=g.max_steps * window,
                                 decode_rows=g.prompts_per_step * g.num_generations).sampled()
-            if g.pool.by_pass_rate:  # k samples of every candidate before, and of the kept prompts after
-                cands = selection.grpo_candidates
-                kept = cands[:g.pool.max_prompts]
-                sampled = cands + kept
-                plan["grpo_pool"] = _generation([prompt_len(q) for q in sampled],
-                                                [min(reference(q), g.max_completion_length) for q in sampled],
-                                                g.pool.gen_batch_size, repeats=g.pool.k_samples).sampled()
-    order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (f"{p}_pool", p, f"{p}_eval")]
+    order = ["base_eval"] + [k for p in config.phases() if p != "base" for k in (p, f"{p}_eval")]
     out = {k: plan[k] for k in order if k in plan}
     # the experiments kgr train runs after the phases: RSFT per condition, GRPO again, each evaluated
     if config.distribution.enabled and "rsft" in plan:
@@ -242,18 +234,6 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
             out[f"distribution_{condition}"] = _sum(plan["rsft"], plan["rsft_eval"])
     if config.ablation.enabled and "grpo" in plan:
         out["ablation"] = _sum(plan["grpo"], plan["grpo_eval"])
-    if config.selection.enabled and "rsft" in plan:
-        # each arm trains RSFT's steps on logged samples (no sampling) and answers RSFT's eval
-        # questions; the reward rule at the run's own seed is the RSFT phase itself
-        arm = Work(train_tokens=plan["rsft"].train_tokens, adapter=True,
-                   prefill_tokens=plan["rsft_eval"].prefill_tokens,
-                   decode_steps=plan["rsft_eval"].decode_steps, decode_rows=plan["rsft_eval"].decode_rows)
-        from library.train.rsft import SELECTION_RULES
-
-        for seed in config.selection.seeds:
-            for rule in SELECTION_RULES:
-                if not (rule == "reward" and seed == config.seed):
-                    out[f"selection_{rule}_seed{seed}"] = arm
     return out
 
 
@@ -285,7 +265,6 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     where RL's draws run in another one than the answers."""
     import torch
 
-    from library.model.chat import format_prompt
     from library.model.generate import GenerationStats, generate_completions
     from library.model.precision import compute_precision
     from library.model.precision import generation_precision as precision_of_generation
@@ -353,10 +332,7 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
     """:func:`calibrate` on the run's own material: its first two SFT question rows (no knowledge
     rows) and its eval prompts (the SFT questions' where it has none)."""
-    from library.model.chat import format_example
-    from library.train.sft import sft_examples
-
-    questions_only = config.sft.model_copy(update={"knowledge_epochs": 0, "path_fact_passes": 0})
+    questions_only = config.sft.model_copy(update={"knowledge_epochs": 0})
     rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
     return calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in rows],
                      [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft])
@@ -376,14 +352,12 @@ def startup_estimate(config: Any, selection: Any, tokenizer: Any, kg: Any, model
                      done: Sequence[str] = ()) -> dict[str, Any]:
     """Plan, calibrate and print how long each phase still to run will take here; returns what
     ``meta.json`` records as ``estimate`` (the rates, each entry's seconds, the total)."""
-    from rich.table import Table
-
     t0 = time.perf_counter()
     plan = plan_work(config, selection, tokenizer, kg)
     rates = calibrate_run(config, selection, tokenizer, kg, model)
     # a phase with work to do never reads "0 s" (a tiny run on a quick CPU rounds under 0.05 s)
     seconds = {k: max(round(v, 1), 0.1) if v > 0 else 0.0 for k, v in estimate(plan, rates).items()
-               if k.removesuffix("_eval").removesuffix("_pool") not in done}
+               if k.removesuffix("_eval") not in done}
     table = Table(title=f"estimated time on this machine (calibrated in {time.perf_counter() - t0:.0f} s)",
                   title_justify="left")
     for column in ("phase", "trains on", "decodes", "estimate"):

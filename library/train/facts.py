@@ -25,14 +25,13 @@ they were learned is measured by library/evaluation/recall.py.
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from typing import Any
 
 from library.contracts import BLANK_TAG_POOL
 from library.questions.wording import KNOWLEDGE_PROMPT, fact_clause, fact_groups
 
 
-def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
-                   path_traces: Sequence[str] = (), path_passes: float = 0.0) -> list[tuple[str, str]]:
+def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int) -> list[tuple[str, str]]:
     """``(user_text, completion)`` pairs teaching every KG fact ``epochs`` times.
 
     A fact group (an entity's successors under one relation) is written as the TRACE clause that uses it (:func:`fact_clause`, under a fresh
@@ -45,12 +44,8 @@ def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
     this prompt, 52% for the same clause inside a question's TRACE), so the recipe's question
     rows, not these, are what teaches recall inside a TRACE; these rows are the cheap way
     (~13 tokens a fact against ~150 for a question row) to reach every fact of the KG.
-    Measured worse and removed: the same facts as packed 1-hop questions (docs/FINDINGS.md).
-
-    ``path_traces`` (the reference traces of training questions) and ``path_passes`` add
-    ``round(path_passes * len(path_traces))`` of them as more lines: a fact that many training
-    paths use is repeated more, like a word common in a corpus. Only training questions count;
-    the eval split never weights anything.
+    Measured worse and removed: the same facts as packed 1-hop questions, and training paths'
+    whole traces as more knowledge lines (docs/FINDINGS.md).
 
     >>> from library.graph.kg import KnowledgeGraph
     >>> kg = KnowledgeGraph.from_dict({"version": "1", "domain": "d",
@@ -64,13 +59,9 @@ def knowledge_rows(kg: Any, *, epochs: int, facts_per_row: int, seed: int,
     # hop (on a functional graph, one fact a clause).
     groups = fact_groups(kg, kg.edges)
     rng = random.Random(f"{seed}:knowledge")
-    pool = sorted(path_traces)
-    extra = rng.sample(pool * (int(path_passes) + 1), round(path_passes * len(pool))) if pool and path_passes else []
-    per_epoch = [extra[i::epochs] for i in range(epochs)] if epochs else [extra]
     rows = []
-    for chunk in per_epoch:
-        order = [f"{fact_clause(kg, src, rel, dsts, rng.choice(BLANK_TAG_POOL))}." for src, rel, dsts in groups] if epochs else []
-        order += chunk
+    for _ in range(epochs):
+        order = [f"{fact_clause(kg, src, rel, dsts, rng.choice(BLANK_TAG_POOL))}." for src, rel, dsts in groups]
         rng.shuffle(order)
         for i in range(0, len(order), facts_per_row):
             rows.append((KNOWLEDGE_PROMPT, "\n".join(order[i:i + facts_per_row])))

@@ -1,18 +1,21 @@
 """The one phase loop: base -> SFT -> RSFT -> GRPO, each followed by evaluation, into one run folder.
 
-``run_training(config, run_dir, backend=...)`` is what ``kgr train`` calls (through
-``library.train.backends.pipeline``, which picks the backend), and it reads as
-:func:`setup` -> :func:`run_phase` for every phase not yet completed -> :func:`finish`. A backend
-(``library.train.backends.phases``) only trains a phase and gives the model its evaluation
-generates with; resume checks, episode bookkeeping, evaluation and metrics are here. Experiments
-(library/experiments) run beside this loop, on the finished run. The run folder gets:
+``run_training_with_backend(config, run_dir, backend=...)`` is what ``kgr train`` calls: it
+checks that the backend can run here (:func:`make_backend`; on a machine that cannot, the user
+gets the clear BackendUnavailable message before any data is read or any folder is created),
+then runs :func:`run_training`, which reads as :func:`setup` -> :func:`run_phase` for every
+phase not yet completed -> :func:`finish`. A backend (``library.train.backends.phases``) only
+trains a phase and gives the model its evaluation generates with; resume checks, episode
+bookkeeping (library/train/bookkeeping.py), evaluation and metrics are here, written once for
+every backend. Experiments (library/experiments) run beside this loop, on the finished run.
+The run folder gets:
 
-- ``meta.json``: every setting (the whole TrainConfig), the backend, seed, data sha256 hashes, library and
-  package versions, platform, model info, reward configs, which questions each phase may use
-  (the GRPO pool ids, counts), and ``phases_completed`` (resume state).
+- ``meta.json`` (library/train/bookkeeping.py): every setting, the backend, seed, data hashes,
+  versions, platform, model, reward configs, each phase's questions, ``phases_completed``.
 - ``metrics.json``: per split and phase (``eval``, ``eval_shuffled``, ``train_sample``), curves
   per phase, ``timings`` per phase (training and eval separately), ``resources`` (peak RSS),
-  ``comparisons`` (paired differences between phases).
+  ``monitor`` (the RL phases' reward-hacking verdicts), ``comparisons`` (paired differences
+  between phases). This loop is its one writer while a run trains.
 - ``episodes.jsonl``: every eval completion and every RSFT/GRPO rollout.
 - ``adapters/<phase>/`` and ``checkpoints/<phase>/`` (git-ignored): the LoRA adapters and the
   trainer checkpoints that make a killed run resumable.
@@ -25,231 +28,107 @@ covers (eval episodes of an unfinished phase are always redone), so no episode i
 Data discipline: SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL
 set); RSFT samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool.
 Every training phase asserts that no eval or eval_shuffled id reaches it.
+
+Backends: ``torch`` (default; CPU/CUDA/MPS), ``mlx`` (Apple Silicon; Linux x86-64 via mlx-cpu:
+tests/test_backend_mlx.py runs it end to end, not yet run on a Mac) and ``unsloth`` (NVIDIA CUDA;
+UNTESTED ON HARDWARE): every one writes the same run folder, evaluated by the same code
+(``library.evaluation.phase.evaluate_phase``), mlx adapters converted to peft ones
+(``library.train.backends.mlx_adapters.mlx_to_peft``); docs/BACKENDS.md says what is verified where.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
-import platform
-import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
-from pydantic import ValidationError
 
 from library.config import TrainConfig
-from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection, fit_generation_lengths, load_data, make_selection
+from library.evaluation.evaluate import compare_phases
 from library.evaluation.monitor import monitor_block
 from library.evaluation.phase import evaluate_phase
+from library.model.distributed import is_writer, launched_world_size, wait_for_everyone
+from library.runs.folder import RunDir
+from library.train.backends import BackendUnavailable, select_backend
+from library.train.backends.phases import PhaseBackend, start_backend
+from library.train.backends.torch_phases import TorchBackend
+from library.train.bookkeeping import (ResumeError, drop_phase_episodes, mark_trained, open_meta, peak_rss_mb,
+                                       trained_marker)
+from library.train.data import DataBundle, Selection
+from library.train.estimate import minutes, remaining, startup_estimate
+from library.train.rewards import RunRewards
 
-EVAL_SPLIT_KEYS = ("eval", "eval_shuffled", "train_sample")
-#: metrics.json split key -> the Episode.split its episodes carry
-EPISODE_SPLIT = {"eval": "eval", "eval_shuffled": "eval_shuffled", "train_sample": "train"}
-TRAINED_MARKER = "trained.json"
-
-
-class ResumeError(RuntimeError):
-    """The run folder exists but cannot be resumed with this config (or resume was not asked for)."""
-
-
-# ----------------------------------------------------------------------------- meta
-def _versions() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, Any] = {"python": platform.python_version()}
-    for pkg in ("torch", "transformers", "peft", "trl", "accelerate", "datasets"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = None
-    return out
+# torch and transformers are imported inside the functions that train (the CLI starts without
+# them), and so are the mlx and unsloth backends' modules, when one is chosen (the mlx phases
+# load the torch evaluation model's loader at import).
 
 
-def platform_info(threads: int | None) -> dict[str, Any]:
-    import os
+# ----------------------------------------------------------------------------- the backend
+def run_training_with_backend(config: TrainConfig, run_dir: str | Path, *, backend: str = "torch",
+                              resume: bool = False, console: Console | None = None,
+                              stop_after: str | None = None, load_in_4bit: bool = False,
+                              max_seq_length: int | None = None, eval_device: str | None = None) -> RunDir:
+    """Run (or resume) every phase of ``config`` into ``run_dir`` with ``backend``; return the RunDir.
 
-    import torch
-
-    from library.model.precision import (bf16_matmul_speedup, bf16_matrix_units, compute_precision,
-                                         generation_precision, sampling_precision)
-
-    info = _versions()
-    info.update({
-        "os": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "requested_threads": threads,
-        "precision": compute_precision(),
-        "generation_precision": generation_precision(),
-        "sampling_precision": sampling_precision(),
-        "bf16_matrix_units": bf16_matrix_units("cuda" if torch.cuda.is_available() else "cpu"),
-        # fp32 / bf16 time of one MLP matmul: why generation's "auto" chose what it chose
-        "bf16_matmul_speedup": None if torch.cuda.is_available() else round(bf16_matmul_speedup(), 2),
-        "cuda": torch.cuda.is_available(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    })
-    return info
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024, 1)
-
-
-def build_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, model_info: dict[str, Any]) -> dict[str, Any]:
-    from library import __version__
-    from library.scoring.reward import RewardConfig
-
-    return {
-        "run_id": run.run_id,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "profile": config.profile,
-        "model": model_info,
-        "seed": config.seed,
-        "hyperparameters": {
-            "sft": config.sft.model_dump(mode="json"),
-            "rsft": config.rsft.model_dump(mode="json"),
-            "grpo": config.grpo.model_dump(mode="json"),
-            "eval": config.eval.model_dump(mode="json"),
-            "distribution": config.distribution.model_dump(mode="json"),
-        },
-        "config": config.to_meta(),
-        "reward": {
-            "preset": config.grpo.reward_preset,
-            "eval": RewardConfig.preset_named(config.eval.reward_preset).as_dict(),
-            "rsft": RewardConfig.preset_named(config.rsft.reward_preset).as_dict(),
-            "grpo": RewardConfig.preset_named(config.grpo.reward_preset).as_dict(),
-        },
-        "library_version": __version__,
-        "data": data.hashes,
-        "platform": platform_info(config.threads),
-        "selection": selection.summary(),
-        "phases": config.phases(),
-        "phases_completed": [],
-        "status": "running",
-    }
-
-
-# ----------------------------------------------------------------------------- resume bookkeeping
-def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Selection, base_info: dict[str, Any],
-              backend: Any, *, fresh: bool, write: bool = True) -> dict[str, Any]:
-    """meta.json for this process: written new for a fresh run; for a resumed one, checked to
-    come from the same backend, settings and data (else ResumeError) and marked running again.
-    ``write=False`` (the non-main processes of a multi-process run) builds and checks the same
-    dict without writing it."""
-    from library.model.distributed import process_summary
-
-    if fresh:
-        meta = build_meta(config, run, data, selection, base_info)
-        meta["backend"] = backend.name
-        if backend.options():
-            meta["backend_options"] = backend.options()
-        meta["processes"] = process_summary()
-        if write:
-            run.write_meta(meta)
-        return meta
-    meta = run.read_meta()
-    if meta.get("backend") != backend.name:
-        raise ResumeError(f"{run.path} was trained with backend {meta.get('backend')!r}, not {backend.name!r}")
-    if comparable_config(meta.get("config") or {}) != comparable_config(config):
-        raise ResumeError(f"{run.path} was started with different settings ({config_differences(meta.get('config') or {}, config)}); "
-                          "resume needs the same profile and model")
-    if meta.get("data") != data.hashes:
-        raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
-    if meta.get("status") != "complete":  # resuming a finished run changes nothing
-        meta["status"] = "running"
-        meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-        meta["processes"] = process_summary()  # a resume may use another number of processes
-        if write:
-            run.write_meta(meta)
-    return meta
-
-
-def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
-    """The settings that decide what the phases train, as meta.json records them: everything but
-    the experiments (library/experiments), which run beside the pipeline on a finished run, and
-    the start-up estimate. A recorded config is read through :class:`TrainConfig` first, so a
-    setting added since it was written compares at its default - except the draws' precision,
-    which was the generation precision before ``generation.sampling_precision`` existed."""
-    if not isinstance(config, TrainConfig):
-        generation = config.get("generation")
-        if isinstance(generation, dict) and "sampling_precision" not in generation:
-            # recorded before the setting existed: its RL draws ran at the generation precision
-            config = {**config, "generation": {**generation, "sampling_precision": "generation"}}
-        try:
-            config = TrainConfig.model_validate(config)
-        except ValidationError:
-            pass  # compared as recorded: it differs
-    current = dict(config.to_meta() if isinstance(config, TrainConfig) else config)
-    for section in ("distribution", "ablation", "selection", "estimate"):
-        current.pop(section, None)
-    return current
-
-
-def config_differences(recorded: TrainConfig | dict[str, Any], config: TrainConfig | dict[str, Any]) -> str:
-    """The settings two configs differ in, as dotted names with both values.
-
-    >>> config_differences({"seed": 0, "sft": {"lr": 1}}, {"seed": 0, "sft": {"lr": 2}})
-    'sft.lr: 1 (recorded) vs 2'
+    ``backend``: ``"torch"`` (default; CPU/CUDA/MPS), ``"mlx"`` (Apple Silicon; Linux x86-64 via mlx-cpu) or
+    ``"unsloth"`` (NVIDIA CUDA). Backend options: ``load_in_4bit`` / ``max_seq_length``
+    (unsloth only), ``eval_device`` (mlx: ``"cpu"`` or ``"mps"`` for the torch evaluation,
+    default cpu; unsloth: default ``"cuda"``).
+    Raises ``BackendUnavailable`` (before touching ``run_dir``) when the platform lacks the backend.
     """
-    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
-        if not isinstance(d, dict):
-            return {prefix.rstrip("."): d}
-        return {k: v for key, value in d.items() for k, v in flat(value, f"{prefix}{key}.").items()}
-
-    a, b = flat(comparable_config(recorded)), flat(comparable_config(config))
-    diffs = [f"{k}: {a.get(k)!r} (recorded) vs {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-    return "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+    phases = make_backend(config, backend, load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
+                          eval_device=eval_device)
+    return run_training(config, run_dir, backend=phases, resume=resume, console=console, stop_after=stop_after)
 
 
-def drop_phase_episodes(run: RunDir, phase: str, *, keep_rollouts: bool, keep_eval: bool) -> int:
-    """Cut what an unfinished phase logged before redoing it.
+def make_backend(config: TrainConfig, backend: str = "torch", *, load_in_4bit: bool = False,
+                 max_seq_length: int | None = None, eval_device: str | None = None) -> PhaseBackend:
+    """The phases of ``backend``, after checking that it can run here (``select_backend``: raises
+    BackendUnavailable with the reason and the fix) and in this launch (:func:`check_multi_process`)."""
+    select_backend(backend)
+    check_multi_process(backend)
+    if backend == "torch":
+        if load_in_4bit or max_seq_length is not None or eval_device is not None:
+            raise ValueError("load_in_4bit / max_seq_length / eval_device are options of the mlx and unsloth backends")
+        return TorchBackend()
+    if config.distribution.enabled:
+        raise BackendUnavailable(f"the distribution experiment runs on the torch backend only; "
+                                 f"disable distribution.enabled to train with {backend!r}")
+    if backend == "mlx":
+        if load_in_4bit or max_seq_length is not None:
+            raise ValueError("load_in_4bit / max_seq_length are options of the unsloth backend")
+        from library.train.backends.mlx_phases import MlxBackend
 
-    Rollouts: RSFT and GRPO decide themselves which of theirs a checkpoint still covers, so
-    they are kept here when ``keep_rollouts``. Eval episodes: kept only when the model they
-    came from is final (the base model, or an adapter whose training finished); then
-    ``library.evaluation.evaluate.evaluate`` skips the questions already answered. Anything else of the
-    phase (e.g. eval episodes of an adapter that is about to be trained further) goes.
+        return MlxBackend(eval_device=eval_device or "cpu")
+    if backend == "unsloth":
+        from library.train.backends.unsloth_phases import UnslothBackend
+
+        return UnslothBackend(load_in_4bit=load_in_4bit, eval_device=eval_device or "cuda",
+                              max_seq_length=max_seq_length or max(config.sft.max_length, config.rsft.max_length, 512))
+    raise BackendUnavailable(f"unknown backend {backend!r}")  # pragma: no cover - select_backend knows only these three
+
+
+def check_multi_process(backend: str = "torch") -> None:
+    """A multi-process launch (``kgr train --processes N``, ``accelerate launch``) runs on the
+    torch backend, whose phase loop is rank-aware (library/model/distributed.py, docs/SCALE_OUT.md).
+
+    The mlx and unsloth backends are not: mlx trains in ``mlx_lm`` subprocesses on the one Apple
+    GPU, and the unsloth phases sample RSFT's rollouts outside the trainers on one process, so N
+    processes would each log their own copy. Those launches stop here, before anything is read
+    or written, with what to run instead.
     """
-    from library.contracts import EVAL_KIND
-    from library.train.grpo import filter_episodes
-    from library.contracts import ROLLOUT_KIND
-
-    def keep(ep: dict[str, Any]) -> bool:
-        if ep.get("phase") != phase:
-            return True
-        kind = ep.get("kind")
-        return (keep_rollouts and kind == ROLLOUT_KIND) or (keep_eval and kind == EVAL_KIND)
-
-    return filter_episodes(run, keep)
+    n = launched_world_size()  # how many processes `accelerate launch` / torchrun started (1 for a plain run)
+    if n > 1 and backend != "torch":
+        raise BackendUnavailable(
+            f"this is a {n}-process launch (WORLD_SIZE={n}); only the torch backend trains across processes. "
+            f"Run --backend {backend} as one process, or --backend torch across processes (docs/SCALE_OUT.md).")
 
 
-def trained_marker(ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any] | None:
-    """The training record of a phase whose training finished (its eval may not have), else None."""
-    from library.train.checkpoints import saved_phase
-
-    marker = ckpt_dir / TRAINED_MARKER
-    if marker.exists() and saved_phase(adapter_dir):  # an adapter, or the whole model of a full SFT
-        return json.loads(marker.read_text(encoding="utf-8"))
-    return None
-
-
-def mark_trained(ckpt_dir: Path, info: dict[str, Any]) -> None:
-    from library.jsonl import atomic_write_json
-
-    atomic_write_json(ckpt_dir / TRAINED_MARKER, info)
-
-
-# ----------------------------------------------------------------------------- the run
+# ----------------------------------------------------------------------------- the loop
 def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = None, resume: bool = False,
                  console: Console | None = None, stop_after: str | None = None) -> RunDir:
     """Run (or resume) every phase of ``config`` into ``run_dir``; return the RunDir.
@@ -268,7 +147,6 @@ def run_training(config: TrainConfig, run_dir: str | Path, *, backend: Any = Non
     for answers, ``config.generation.sampling_precision`` for RL's draws) hold while it runs and are restored afterwards: a run leaves no process-wide
     setting behind (tests run many in one process).
     """
-    from library.model.distributed import is_writer
     from library.model.precision import run_precision
 
     # the folder is this process's while it runs (a second writer stops with the holder's name);
@@ -289,7 +167,7 @@ class RunState:
     data: DataBundle
     selection: Selection
     tokenizer: Any
-    eval_reward: Any
+    rewards: RunRewards
     meta: dict[str, Any]
     metrics: dict[str, Any]
     console: Console
@@ -321,16 +199,13 @@ def _run_phases(config: TrainConfig, run_dir: str | Path, *, backend: Any, resum
 
 def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, console: Console | None) -> RunState:
     """Resolve everything the phases share: the run folder (fresh, or checked for resume), the
-    data and each phase's questions, the evaluation model and its reward, meta.json and the
-    metrics written so far."""
+    backend started on the data, each phase's questions, the evaluation model and the rewards
+    (``library.train.backends.phases.start_backend``, as an experiment starts it), meta.json and
+    the metrics written so far."""
     import torch
 
-    from library.model.distributed import is_writer, main_process_first, wait_for_everyone
-    from library.model.load import load_model, model_info
+    from library.model.load import model_info
     from library.model.precision import compute_precision, generation_precision, keep_freed_memory, sampling_precision
-    from library.scoring.reward import RewardModel
-    from library.train.backends.phases import RunContext
-    from library.train.backends.torch_phases import TorchBackend
 
     keep_freed_memory()  # faster training steps on CPU (see its docstring)
     backend = backend if backend is not None else TorchBackend()
@@ -345,42 +220,36 @@ def setup(config: TrainConfig, run_dir: Path, *, backend: Any, resume: bool, con
     if not fresh and not resume:
         raise ResumeError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --run")
     t_start = time.perf_counter()
-    data = load_data(config)  # before the folder exists: bad data leaves no half-made run behind
-    selection = make_selection(config, data)
+    # the data first (bad data leaves no half-made run behind), then the model; the context's
+    # config has the windows the phases generate in, raised where the data's TRACEs are longer
+    ctx, raised = start_backend(config, run, backend, console)
     if writer:
         run_dir.mkdir(parents=True, exist_ok=True)
-    with main_process_first():  # a model converted and cached on first use is written once
-        base, tokenizer = load_model(config.model, device=backend.eval_device)
-    meta = open_meta(config, run, data, selection, model_info(base), backend, fresh=fresh, write=writer)
-    # After meta's config (what was asked for, which resume and experiments compare against):
-    # the windows the phases generate in, raised where the data's TRACEs are longer.
-    config, raised = fit_generation_lengths(config, data.kg, selection, tokenizer)
+    # meta.json records the config asked for (what resume and the experiments compare against)
+    meta = open_meta(config, run, ctx.data, ctx.selection, model_info(backend.base), ctx.rewards, backend,
+                     fresh=fresh, write=writer)
     for line in raised:
         console.print(f"[yellow]generation window raised[/]: {line}")
     if raised and meta.get("generation_windows") != raised:
         meta["generation_windows"] = raised
         for section in ("rsft", "grpo", "eval"):
-            meta["hyperparameters"][section] = getattr(config, section).model_dump(mode="json")
+            meta["hyperparameters"][section] = getattr(ctx.config, section).model_dump(mode="json")
         if writer:
             run.write_meta(meta)
     metrics = run.read_metrics()
     for key in ("curves", "timings", "resources"):
         metrics.setdefault(key, {})
-    state = RunState(config=config, run=run, backend=backend, data=data, selection=selection, tokenizer=tokenizer,
-                     eval_reward=RewardModel.from_preset(data.kg, config.eval.reward_preset), meta=meta,
-                     metrics=metrics, console=console, writer=writer, t_start=t_start, fresh=fresh,
-                     completed=list(meta.get("phases_completed", [])))
-    backend.start(RunContext(config=config, run=run, data=data, selection=selection, tokenizer=tokenizer,
-                             console=console), base)
+    config = ctx.config
+    state = RunState(config=config, run=run, backend=backend, data=ctx.data, selection=ctx.selection,
+                     tokenizer=ctx.tokenizer, rewards=ctx.rewards, meta=meta, metrics=metrics, console=console,
+                     writer=writer, t_start=t_start, fresh=fresh, completed=list(meta.get("phases_completed", [])))
     console.print(f"[bold]kgr train[/] backend={backend.name} profile={config.profile} model={config.model} "
                   f"precision={compute_precision()} generation={generation_precision()} "
                   f"sampling={sampling_precision()} run={run_dir} "
                   f"phases={' -> '.join(config.phases())}"
                   + (f" (resuming; done: {', '.join(state.completed) or 'none'})" if not fresh else ""))
     if config.estimate and writer and len(state.completed) < len(config.phases()):
-        from library.train.estimate import startup_estimate
-
-        meta["estimate"] = startup_estimate(config, selection, tokenizer, data.kg, base, console,
+        meta["estimate"] = startup_estimate(config, ctx.selection, ctx.tokenizer, ctx.data.kg, backend.base, console,
                                             done=state.completed)
         state.estimates = dict(meta["estimate"]["seconds"])
         run.write_meta(meta)
@@ -392,13 +261,9 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
     list it as completed in meta.json; ``stop`` marks the run stopped after it."""
     from transformers import set_seed
 
-    from library.model.distributed import wait_for_everyone
-
     config, run, backend, metrics, console = state.config, state.run, state.backend, state.metrics, state.console
     console.rule(f"[bold]{phase}")
     if state.estimates:
-        from library.train.estimate import minutes, remaining
-
         done = {k: v for k, v in metrics["timings"].items() if k in state.estimates}
         console.print(f"  [dim]about {minutes(remaining(state.estimates, done))} left in this run "
                       f"(the start-up estimate, scaled by the phases done so far)[/]")
@@ -420,6 +285,7 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
         else:
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             info = backend.train_phase(phase, ckpt_dir, adapter_dir)
+            rollouts = info.pop("rollouts", None)  # an RL phase's episodes, handed on in memory
             info["backend"] = backend.name
             info.setdefault("wall_seconds", round(time.perf_counter() - t0, 2))
             wait_for_everyone()  # the adapter and every rollout are written before anyone reads them
@@ -428,11 +294,9 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
             metrics["curves"][phase] = info.get("curve", [])
             if phase in ("rsft", "grpo") and config.monitor.enabled:
                 pool = state.selection.rsft_prompts if phase == "rsft" else state.selection.grpo_pool
-                if "pool" in info:  # GRPO chose its prompts by pass rate: the monitor reads those
-                    chosen = {q.id: q for q in state.selection.grpo_candidates}
-                    pool = [chosen[i] for i in info["pool"]["ids"]]
                 metrics.setdefault("monitor", {})[phase] = monitor_block(
-                    phase, run.iter_episodes(phase=phase), pool, state.data.kg, config.monitor, metrics["curves"][phase])
+                    phase, rollouts if rollouts is not None else run.iter_episodes(phase=phase), pool, state.data.kg,
+                    config.monitor, metrics["curves"][phase])
             metrics["timings"][phase] = round(time.perf_counter() - t0, 2)
             metrics.setdefault("training", {})[phase] = {k: v for k, v in info.items()
                                                          if k not in ("curve", "ex_ids", "winner_ids")}
@@ -441,8 +305,8 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
     t1 = time.perf_counter()
     with backend.eval_model(phase, adapter_dir) as phase_model:
         phase_model.eval()
-        blocks = evaluate_phase(phase_model, state.tokenizer, phase, state.selection, state.eval_reward, run,
-                                config.eval, console, seed=config.seed, trace_style=config.sft.trace_style)
+        blocks = evaluate_phase(phase_model, state.tokenizer, phase, state.selection, state.rewards["eval"], run,
+                                config.eval, console, seed=config.seed)
     metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
     # Only now, with its training and its eval done, is the phase listed as completed.
     state.did_work = True
@@ -463,8 +327,6 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
 def finish(state: RunState) -> None:
     """The run's end: paired comparisons, totals and the "complete" status (once, when there was
     work or the status says otherwise), with every process waiting for the folder."""
-    from library.model.distributed import wait_for_everyone
-
     if state.writer and (state.did_work or state.meta.get("status") != "complete"):
         finish_run(state.run, state.meta, state.metrics, state.t_start)
     wait_for_everyone()  # no process leaves before the run folder is complete
@@ -475,8 +337,6 @@ def finish(state: RunState) -> None:
 def phase_comparisons(run: RunDir, phases: Sequence[str]) -> dict[str, Any]:
     """Paired bootstrap differences on eval (same questions) of every later phase against SFT,
     and SFT against base: ``{"grpo-sft": {...}, ...}`` (library.evaluation.evaluate.compare_phases)."""
-    from library.evaluation.evaluate import compare_phases
-
     episodes = run.read_episodes()
     pairs = [("base", "sft")] + [("sft", p) for p in phases if p not in ("base", "sft")]
     out = {}
@@ -501,5 +361,3 @@ def finish_run(run: RunDir, meta: dict[str, Any], metrics: dict[str, Any], t_sta
     # one entry per process that did work (a resumed run has several)
     meta.setdefault("wall_seconds", []).append(round(time.perf_counter() - t_start, 2))
     run.write_meta(meta)
-
-

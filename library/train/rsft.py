@@ -16,7 +16,7 @@ Every sample is logged as an Episode (phase ``rsft``, ``kind: "rollout"``, ``sam
 ``selected`` on the winner), so what RSFT trained on can be audited from episodes.jsonl alone.
 The winners then continue training the SFT adapter with the same completion-only SFTTrainer.
 
-The selection experiment (library/experiments/selection.py) asks what the KG reward adds here:
+The selection experiment (research/selection.py, beside the product) asks what the KG reward adds here:
 :func:`winners_from_rollouts` picks again from the same logged samples by correctness alone, and
 :func:`train_winners` trains either choice the same way.
 """
@@ -28,11 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from library.scoring.answer_format import clean_completion
-from library.config import RSFTSettings
 from library.contracts import ROLLOUT_KIND, Episode
-from library.runs.rollouts import log_episodes, to_episodes
+from library.model.distributed import gather, is_writer, num_processes, process_index, shard, wait_for_everyone
+from library.runs.folder import RunDir
+from library.runs.rollouts import log_episodes, score_episodes
+from library.scoring.answer_format import clean_completion
+from library.train.checkpoints import save_adapter
 from library.train.data import assert_training_only
+from library.train.finetune import sft_rows, train_lora
+
+# torch and trl are imported inside the functions that sample and train (the CLI starts without
+# them). The settings are library.config.RSFTSettings, passed in, not imported: this module stays
+# below the config in the import levels.
 
 ROLLOUTS_DONE = "rollouts.done"
 
@@ -65,6 +72,8 @@ class RSFTResult:
     seconds_training: float = 0.0
     reused_rollouts: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: every sample as logged (or, when reused, as read back): what the loop's monitor block judges
+    episodes: list[Episode] = field(default_factory=list, repr=False)
 
 
 def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model,
@@ -76,11 +85,11 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
     """
     episodes, winners = [], []
     for q, samples in zip(questions, completions):
-        scored = [reward_model.score(q, c) for c in samples]
-        best = max(range(len(scored)), key=lambda i: rank_key(scored[i].parsed, scored[i].reward)) if scored else None
-        keep = best is not None and scored[best].correct
-        episodes += to_episodes([q] * len(samples), samples, scored, phase="rsft", step=0, kind=ROLLOUT_KIND,
-                                per_item=[{"selected": keep and i == best} for i in range(len(samples))], **fields)
+        group = score_episodes(reward_model, [q] * len(samples), samples, phase="rsft", step=0, kind=ROLLOUT_KIND,
+                               **fields)
+        best = max(range(len(group)), key=lambda i: rank_key(group[i].parsed, group[i].reward)) if group else None
+        keep = best is not None and group[best].correct
+        episodes += [ep.model_copy(update={"selected": keep and i == best}) for i, ep in enumerate(group)]
         if keep:
             winners.append((q, samples[best]))
     return episodes, winners
@@ -127,13 +136,12 @@ def winners_from_rollouts(episodes: Iterable[Episode], questions_by_id: dict[str
 def sample_completions(model, tokenizer, questions: Sequence[Any], *, k: int, temperature: float, top_p: float,
                        max_new_tokens: int, batch_size: int, seed: int) -> list[list[str]]:
     """``k`` sampled completions per question from the current adapter (grouped per question): RSFT's
-    samples and GRPO's pass-rate estimates (library/train/pool.py) are drawn here.
+    samples are drawn here.
 
     Across N processes (library/model/distributed.py) each samples a contiguous slice of the prompts
     with its own seed (``seed * N + rank``: one process keeps ``seed``), and the groups are
     gathered in prompt order onto every process, so every process picks the same winners.
     """
-    from library.model.distributed import gather, num_processes, process_index, shard
     from library.model.generate import generate
 
     mine = shard(questions)
@@ -155,14 +163,14 @@ def sample_completions(model, tokenizer, questions: Sequence[Any], *, k: int, te
     return out
 
 
-def sample_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, seed: int) -> list[list[str]]:
+def sample_rsft(model, tokenizer, questions: Sequence[Any], settings: Any, seed: int) -> list[list[str]]:
     """RSFT's K samples per prompt with its settings."""
     return sample_completions(model, tokenizer, questions, k=settings.k_samples, temperature=settings.temperature,
                               top_p=settings.top_p, max_new_tokens=settings.max_new_tokens,
                               batch_size=settings.gen_batch_size, seed=seed)
 
 
-def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings, reward_model, run, *,
+def run_rsft(model, tokenizer, questions: Sequence[Any], settings: Any, reward_model, run, *,
              ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
              resume: bool = True, callbacks: list | None = None, monitor: Any = None):
     """Phase 3 on ``model`` (a PeftModel whose "default" adapter is the trainable SFT adapter).
@@ -175,8 +183,6 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     any training; when it stops the phase, the winners are not trained on: the policy that
     sampled them is saved as the phase's adapter, as when no sample was correct.
     """
-    from library.runs.folder import RunDir
-
     questions = list(questions)
     assert_training_only(questions, forbidden_ids)
     by_id = {q.id: q for q in questions}
@@ -192,8 +198,6 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         winners = winners_from_rollouts(episodes, by_id, "reward")
         reused = True
     else:
-        from library.model.distributed import is_writer, wait_for_everyone
-
         # Anything of this phase already in the log is from an interrupted attempt: start clean.
         if is_writer():
             run.drop_episodes("rsft")
@@ -201,7 +205,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         # every process holds every sample group (gathered), so each scores and picks the same winners
         completions = sample_rsft(model, tokenizer, questions, settings, seed)
         episodes, winners = score_and_select(questions, completions, reward_model)
-        log_episodes(run, episodes, gathered=True)
+        episodes = log_episodes(run, episodes, gathered=True)  # as logged: what the result hands on
         if is_writer():
             done.write_text(f"{len(episodes)}\n", encoding="utf-8")
         wait_for_everyone()
@@ -214,7 +218,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
         n_prompts=len(questions), n_samples=n_samples, n_winners=len(winners),
         n_dropped_wrong=len(questions) - len(winners), winner_ids=[q.id for q in winner_qs],
         sample_accuracy=n_correct / n_samples if n_samples else 0.0,
-        seconds_sampling=t_sample, reused_rollouts=reused,
+        seconds_sampling=t_sample, reused_rollouts=reused, episodes=episodes,
     )
     stop = None
     if monitor is not None:
@@ -223,8 +227,6 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     if stop is not None or not winners:
         # Nothing to learn from (nothing correct, or samples that game the reward): the adapter
         # stays the one that sampled them, saved as this phase's result.
-        from library.train.checkpoints import save_adapter
-
         save_adapter(model, Path(adapter_dir))
         if stop is not None:
             monitor.announce_stop(adapter_dir)
@@ -239,14 +241,12 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: RSFTSettings,
     return model, result
 
 
-def train_winners(model, tokenizer, winners: Sequence[tuple[Any, str]], settings: RSFTSettings, *,
+def train_winners(model, tokenizer, winners: Sequence[tuple[Any, str]], settings: Any, *,
                   ckpt_dir: Path, adapter_dir: Path, seed: int, forbidden_ids: Iterable[str] = (),
                   resume: bool = True, callbacks: list | None = None):
     """Train the adapter of ``model`` on the winners with the completion-only SFTTrainer; returns
     ``(model, LoraTrainResult)``. The RSFT phase and the selection experiment both train here, and
     both are checked here: a winner that is an eval question (by split, id or ``-shuf`` copy) raises."""
-    from library.train.sft import sft_rows, train_lora
-
     assert_training_only([q for q, _ in winners], forbidden_ids)  # what we train on, not only what we sampled
 
     rows = sft_rows(tokenizer, ((q.prompt, clean_completion(c)) for q, c in winners))

@@ -25,6 +25,9 @@ from pathlib import Path
 
 from library.errors import DataFileError
 from library.graph.formats.assemble import Imported, assemble
+from library.graph.formats.graphml import read_graphml
+from library.graph.formats.rdf import read_rdf  # rdflib itself is imported only when an RDF file is read
+from library.graph.formats.table import read_table_file
 from library.jsonl import atomic_write_text
 
 #: Formats by the name ``--format`` takes, with the name the summary gives each.
@@ -75,16 +78,10 @@ def import_graph(path: str | Path, fmt: str | None = None, *, default_type: str 
     if path.is_dir():
         raise DataFileError(path, "is a folder; pass the file to import")
     if fmt in ("csv", "tsv"):
-        from library.graph.formats.table import read_table_file
-
         draft = read_table_file(path, "," if fmt == "csv" else "\t")
     elif fmt == "graphml":
-        from library.graph.formats.graphml import read_graphml
-
         draft = read_graphml(path, relation_attr)
     else:
-        from library.graph.formats.rdf import read_rdf  # rdflib is imported only for RDF
-
         draft = read_rdf(path, fmt)
     return assemble(draft, default_type=default_type, domain=domain)
 

@@ -16,19 +16,25 @@ loop's backend built on them.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import yaml
 
-from library.scoring.answer_format import clean_completion
-from library.questions.wording import reference_completion
 from library.contracts import Question
 from library.jsonl import atomic_write_text, read_jsonl, write_jsonl_atomic
+from library.model.chat import format_prompt
+from library.questions.wording import reference_completion
+from library.scoring.answer_format import clean_completion
+from library.train.backends import select_backend
+
+# mlx, mlx_lm and mlx_lm_lora are imported inside the functions marked "needs mlx" (and in the
+# trainer subprocess): this module loads on any OS.
 
 #: the checkout: the trainer subprocesses import this package from it (python -m library...)
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -56,8 +62,7 @@ class MlxLoraConfig:
         return self.alpha / self.rank
 
 
-def sft_records(questions: Iterable[Question], *, system: str | None = None, kg: Any = None,
-                style: str | None = None) -> list[dict]:
+def sft_records(questions: Iterable[Question], *, system: str | None = None) -> list[dict]:
     """mlx-lm's chat format: one ``{"messages": [user, assistant]}`` per question.
 
     >>> from library.contracts import GoldPath
@@ -71,8 +76,8 @@ def sft_records(questions: Iterable[Question], *, system: str | None = None, kg:
     for q in questions:
         if q.split not in ("train", "train_hard"):
             raise ValueError(f"{q.id}: only training splits may be exported for training, not {q.split!r}")
-        # the one gold completion (library.scoring.answer_format), in the profile's TRACE wording
-        completion = reference_completion(q, kg=kg, style=style)
+        # the one gold completion (library.scoring.answer_format), as the data files word it
+        completion = reference_completion(q)
         records.append(chat_record(q.prompt, completion, system=system))
     return records
 
@@ -220,8 +225,6 @@ def read_loss_log(path: Path) -> list[dict]:
 
 def repo_pythonpath() -> dict[str, str]:
     """``PYTHONPATH`` with the checkout first, for subprocesses that import ``library``."""
-    import os
-
     rest = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": str(REPO_ROOT) + (os.pathsep + rest if rest else "")}
 
@@ -305,18 +308,6 @@ def rsft_records(winners: Iterable[tuple[Question, str]], *, system: str | None)
     return [chat_record(q.prompt, clean_completion(c), system=system) for q, c in winners]
 
 
-def select_rsft_winners(questions, completions, reward_model, *, forbidden_ids: Iterable[str] = (), **fields):
-    """Score K samples per training prompt and pick winners with the torch RSFT's own ranking
-    (``library.train.rsft.score_and_select``: best by ``rank_key``, dropped when the best is wrong).
-    Returns ``(episodes, winners)``; the episodes are what RSFT logs (phase rsft, kind rollout,
-    plus ``fields`` such as ``backend``)."""
-    from library.train.rsft import score_and_select
-    from library.train.data import assert_training_only
-
-    assert_training_only(questions, forbidden_ids)
-    return score_and_select(questions, completions, reward_model, **fields)
-
-
 def parse_train_log(text: str) -> list[dict]:
     """The loss curve from mlx-lm / mlx-lm-lora stdout (``Iter N: Train loss X, Learning Rate Y``).
 
@@ -335,8 +326,6 @@ def parse_train_log(text: str) -> list[dict]:
 # ------------------------------------------------------------- needs mlx
 def run_logged(cmd: list[str], log_path: Path, env: dict | None = None) -> str:
     """Run ``cmd``, echo and keep its output (the loss curve is parsed from it)."""
-    import os
-
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     out = (proc.stdout or "") + (proc.stderr or "")
     atomic_write_text(log_path, out)
@@ -349,8 +338,6 @@ def run_logged(cmd: list[str], log_path: Path, env: dict | None = None) -> str:
 def train_lora_records(config: MlxLoraConfig, model_path: str, records: list[dict], work_dir: Path,
                        adapter_dir: Path, *, resume_adapter_file: Path | None = None, name: str = "sft") -> list[dict]:
     """``mlx_lm lora`` on chat ``records`` (prompt masked); returns the loss curve. Needs mlx."""
-    from library.train.backends import select_backend
-
     select_backend("mlx")
     work_dir = Path(work_dir)
     batch = min(config.batch_size, len(records))
@@ -384,8 +371,6 @@ def mlx_model_folder(model_path: str, out_dir: Path) -> str:
     >>> mlx_model_folder(str(folder), out) == str(folder)
     True
     """
-    import os
-
     src = Path(model_path)
     if not (src / "config.json").is_file():
         return model_path
@@ -413,14 +398,10 @@ def sample_mlx(model_path: str, adapter_dir: Path | None, user_texts: list[str],
                top_p: float, max_tokens: int, seed: int) -> list[list[str]]:
     """K sampled completions per prompt with mlx-lm's ``generate`` (same chat formatting and
     system prompt as the torch path). Needs mlx."""
-    from library.train.backends import select_backend
-
     select_backend("mlx")
     import mlx.core as mx
     from mlx_lm import generate, load
     from mlx_lm.sample_utils import make_sampler
-
-    from library.model.chat import format_prompt
 
     model, tokenizer = load(str(model_path), adapter_path=str(adapter_dir) if adapter_dir else None)
     mx.random.seed(seed)
@@ -439,8 +420,6 @@ def sample_mlx(model_path: str, adapter_dir: Path | None, user_texts: list[str],
 
 def fuse_adapter(model_path: str, adapter_dir: Path, save_path: Path) -> Path:
     """Base + adapter fused into one model folder (the KL reference for GRPO). Needs mlx."""
-    from library.train.backends import select_backend
-
     select_backend("mlx")
     cmd = [sys.executable, "-m", "mlx_lm", "fuse", "--model", str(model_path), "--adapter-path", str(adapter_dir),
            "--save-path", str(save_path)]

@@ -13,14 +13,21 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from library.contracts import ROLLOUT_KIND
+from library.model.chat import SYSTEM_PROMPT
+from library.model.load import model_source
+from library.runs.rollouts import log_episodes
 from library.train.backends import mlx as M
 from library.train.backends import mlx_adapters, mlx_grpo
 from library.train.backends.phases import PhaseBackend
-from library.model.load import model_source
-from library.model.chat import SYSTEM_PROMPT
-from library.scoring.reward import RewardConfig, RewardModel
+from library.train.data import assert_training_only
+from library.train.grpo import curve_from_episodes
+from library.train.rsft import ROLLOUTS_DONE, score_and_select, winners_from_rollouts
+
+# mlx trains and samples in subprocesses and inside library.train.backends.mlx's functions;
+# nothing here imports it (the module loads on any OS).
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,8 +72,7 @@ class MlxBackend(PhaseBackend):
         cfg, sel = self.ctx.config, self.ctx.selection
         if phase == "sft":
             s = cfg.sft
-            records = M.sft_records(sel.sft, system=SYSTEM_PROMPT, kg=self.ctx.data.kg,
-                                    style=None if s.trace_style == "copy" else s.trace_style)
+            records = M.sft_records(sel.sft, system=SYSTEM_PROMPT)
             lora = self._lora(iters=s.max_steps, batch_size=s.batch_size * s.grad_accum, learning_rate=s.learning_rate,
                               max_seq_length=s.max_length, save_every=s.save_steps, warmup=s.warmup_steps,
                               schedule=s.lr_scheduler)
@@ -78,8 +84,6 @@ class MlxBackend(PhaseBackend):
         if phase == "rsft":
             return self._rsft(ckpt_dir, adapter_dir)
         if phase == "grpo":
-            from library.train.grpo import curve_from_episodes
-
             s = cfg.grpo
             init = self._mlx_dir(s.init_from)
             lora = self._lora(iters=s.max_steps, batch_size=s.prompts_per_step, learning_rate=s.learning_rate,
@@ -90,18 +94,15 @@ class MlxBackend(PhaseBackend):
                                             kg_path=Path(cfg.kg_path), run_dir=self.ctx.run.path, system=SYSTEM_PROMPT,
                                             seed=cfg.seed, forbidden_ids=sel.forbidden_ids, repo_root=REPO_ROOT)
             mlx_adapters.mlx_to_peft(self._mlx_dir("grpo"), adapter_dir, base_model=cfg.model)
-            episodes = list(self.ctx.run.iter_episodes(phase="grpo"))
-            return {"steps": s.max_steps, "n_prompts": len(sel.grpo_pool),
-                    "n_episodes": sum(1 for ep in episodes if ep.kind == "rollout"),
+            # the rollouts were logged by mlx-lm-lora's process (mlx_grpo.MlxGrpoReward): read them back once
+            episodes = [ep for ep in self.ctx.run.iter_episodes(phase="grpo") if ep.kind == ROLLOUT_KIND]
+            return {"steps": s.max_steps, "n_prompts": len(sel.grpo_pool), "n_episodes": len(episodes),
                     "curve": curve_from_episodes(episodes, log_curve), "seconds": round(time.perf_counter() - t0, 2),
-                    "reward_to_unit_bounds": list(mlx_grpo.reward_bounds(RewardConfig.preset_named(s.reward_preset)))}
+                    "reward_to_unit_bounds": list(mlx_grpo.reward_bounds(self.ctx.rewards.config("grpo"))),
+                    "rollouts": episodes}
         raise ValueError(phase)
 
     def _rsft(self, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
-        from library.runs.rollouts import log_episodes
-        from library.train.rsft import ROLLOUTS_DONE, winners_from_rollouts
-        from library.contracts import ROLLOUT_KIND
-
         cfg, sel, run = self.ctx.config, self.ctx.selection, self.ctx.run
         s = cfg.rsft
         questions = list(sel.rsft_prompts)
@@ -117,10 +118,9 @@ class MlxBackend(PhaseBackend):
             completions = M.sample_mlx(self.model_path, self._mlx_dir("sft"), [q.prompt for q in questions],
                                        k=s.k_samples, temperature=s.temperature, top_p=s.top_p,
                                        max_tokens=s.max_new_tokens, seed=cfg.seed)
-            reward = RewardModel.from_preset(self.ctx.data.kg, s.reward_preset)
-            episodes, winners = M.select_rsft_winners(questions, completions, reward, forbidden_ids=sel.forbidden_ids,
-                                                      backend="mlx")
-            log_episodes(run, episodes, gathered=True)
+            episodes, winners = select_rsft_winners(questions, completions, self.ctx.rewards["rsft"],
+                                                    forbidden_ids=sel.forbidden_ids, backend="mlx")
+            episodes = log_episodes(run, episodes, gathered=True)
             done.write_text(f"{len(episodes)}\n", encoding="utf-8")
         t_sample = time.perf_counter() - t0
         n_correct = sum(1 for ep in episodes if ep.correct)
@@ -144,4 +144,14 @@ class MlxBackend(PhaseBackend):
             shutil.copytree(self._mlx_dir("sft"), self._mlx_dir("rsft"), dirs_exist_ok=True)
             info["skipped_training"] = "no correct samples"
         mlx_adapters.mlx_to_peft(self._mlx_dir("rsft"), adapter_dir, base_model=cfg.model)
+        info["rollouts"] = episodes
         return info
+
+
+def select_rsft_winners(questions, completions, reward_model, *, forbidden_ids: Iterable[str] = (), **fields):
+    """Score K samples per training prompt and pick winners with the torch RSFT's own ranking
+    (``library.train.rsft.score_and_select``: best by ``rank_key``, dropped when the best is wrong).
+    Returns ``(episodes, winners)``; the episodes are what RSFT logs (phase rsft, kind rollout,
+    plus ``fields`` such as ``backend``)."""
+    assert_training_only(questions, forbidden_ids)
+    return score_and_select(questions, completions, reward_model, **fields)

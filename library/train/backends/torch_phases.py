@@ -14,12 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from library.train.backends.phases import PhaseBackend, RunContext
+from library.train.backends.phases import PhaseBackend, RunContext, grpo_info, rsft_info, sft_info
+from library.train.checkpoints import add_lora, load_adapter, load_full_model, load_phase_model
+from library.train.grpo import run_grpo
+from library.train.rsft import run_rsft
+from library.train.sft import run_sft
+
+# torch, transformers, peft and trl are imported inside the phase functions (the CLI starts without them).
 
 
 class TorchBackend(PhaseBackend):
     name = "torch"
-    pass_rate_pool = True
 
     def start(self, ctx: RunContext, base) -> None:
         super().start(ctx, base)
@@ -30,60 +35,37 @@ class TorchBackend(PhaseBackend):
     def rl_base(self):
         """The model RL adapters go on: the SFT model with full fine-tuning, else the base."""
         if self.sft_full and not self.base_is_sft:
-            from library.train.checkpoints import load_full_model
-
             self.base, self.base_is_sft = load_full_model(self.ctx.adapter_root / "sft"), True
         return self.base
 
     def policy(self, init_from: str):
         """The trainable policy an RL phase starts from: the saved result of ``init_from``."""
-        from library.train.checkpoints import add_lora, load_adapter
-
         if self.sft_full and init_from == "sft":
             return add_lora(self.rl_base(), self.ctx.config.sft.lora)
         return load_adapter(self.rl_base(), self.ctx.adapter_root / init_from, trainable=True)
 
     def train_phase(self, phase: str, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
-        from library.scoring.reward import RewardModel
-
         ctx = self.ctx
         config, selection, kg = ctx.config, ctx.selection, ctx.data.kg
         if phase == "sft":
-            from library.train.sft import run_sft
-
             self.trained, res = run_sft(self.base, ctx.tokenizer, selection.sft, config.sft, ckpt_dir=ckpt_dir, kg=kg,
-                                        train_paths=selection.train_paths, adapter_dir=adapter_dir,
+                                        adapter_dir=adapter_dir,
                                         seed=config.seed, resume=True)
             return sft_info(res, selection)
         if phase == "rsft":
-            from library.train.rsft import run_rsft
-
             start = self.policy("sft")
-            reward = RewardModel.from_preset(kg, config.rsft.reward_preset)
-            self.trained, res = run_rsft(start, ctx.tokenizer, selection.rsft_prompts, config.rsft, reward, ctx.run,
-                                         ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
+            self.trained, res = run_rsft(start, ctx.tokenizer, selection.rsft_prompts, config.rsft, ctx.rewards["rsft"],
+                                         ctx.run, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
                                          forbidden_ids=selection.forbidden_ids, resume=True,
                                          monitor=self.phase_monitor("rsft", selection.rsft_prompts))
             return rsft_info(res, config)
         if phase == "grpo":
-            from library.train.grpo import run_grpo
-
-            from library.train.pool import POOL_FILE, grpo_prompts, pool_pass_rates
-
             start = self.policy(config.grpo.init_from)
-            reward = RewardModel.from_preset(kg, config.grpo.reward_preset)
-            pool, pool_info = grpo_prompts(start, ctx.tokenizer, selection, config.grpo, reward, seed=config.seed,
-                                           cache=ckpt_dir / POOL_FILE)
-            self.trained, res = run_grpo(start, ctx.tokenizer, pool, config.grpo, reward, ctx.run,
-                                         ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
+            self.trained, res = run_grpo(start, ctx.tokenizer, selection.grpo_pool, config.grpo, ctx.rewards["grpo"],
+                                         ctx.run, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir, seed=config.seed,
                                          forbidden_ids=selection.forbidden_ids, resume=True,
-                                         monitor=self.phase_monitor("grpo", pool),
-                                         pass_rates=(pool_info or {}).get("right_kept"))
-            info = grpo_info(res)
-            if pool_info is not None:
-                info["pool"] = {**pool_info, **pool_pass_rates(self.trained, ctx.tokenizer, pool, config.grpo, reward,
-                                                                config.seed)}
-            return info
+                                         monitor=self.phase_monitor("grpo", selection.grpo_pool))
+            return grpo_info(res)
         raise ValueError(phase)
 
     @contextmanager
@@ -93,8 +75,6 @@ class TorchBackend(PhaseBackend):
             return
         model, self.trained = self.trained, None
         if model is None:  # trained by an earlier process: its saved result, resolved as "try it" does
-            from library.train.checkpoints import load_phase_model
-
             # the SFT model is loaded once and kept as every later phase's base (rl_base)
             base = self.base if phase == "sft" else self.rl_base()
             model = load_phase_model(base, adapter_dir.parent, phase, sft_full=False)
@@ -103,33 +83,3 @@ class TorchBackend(PhaseBackend):
             self.base, self.base_is_sft = model, True
         else:
             self.base = model.unload()  # drop the LoRA layers (unmerged): the next phase loads its own adapter
-
-
-# The ``training`` records of the phase functions' results (the unsloth backend runs the same
-# functions and records them the same way).
-def sft_info(res, selection) -> dict[str, Any]:
-    return {"steps": res.steps, "n_examples": res.n_examples, "curve": res.curve,
-            "seconds": res.seconds, "resumed_from": res.resumed_from,
-            "trainable_params": res.trainable_params, "total_params": res.total_params,
-            "ex_ids": [q.id for q in selection.sft]}  # what SFT trained on, for audits
-
-
-def rsft_info(res, config, **overrides: Any) -> dict[str, Any]:
-    info = {"n_prompts": res.n_prompts, "n_samples": res.n_samples, "n_winners": res.n_winners,
-            "n_dropped_wrong": res.n_dropped_wrong, "sample_accuracy": res.sample_accuracy,
-            "seconds_sampling": res.seconds_sampling, "seconds_training": res.seconds_training,
-            "reused_rollouts": res.reused_rollouts, "distribution": config.rsft.distribution,
-            "winner_ids": res.winner_ids,
-            "curve": res.train.curve if res.train else [], "steps": res.train.steps if res.train else 0}
-    info.update(overrides)
-    info.update(res.extra)
-    return info
-
-
-def grpo_info(res) -> dict[str, Any]:
-    return {"steps": res.steps, "n_prompts": res.n_prompts, "n_episodes": res.n_episodes,
-            "curve": res.curve, "seconds": res.seconds, "resumed_from": res.resumed_from,
-            "reward_weights": res.reward_weights,
-            **({"stopped_by_monitor": res.stopped_by_monitor} if res.stopped_by_monitor else {}),
-            **({"pool_learned_at": res.learned_at} if res.learned_at else {}),
-            **({"draws": res.draws} if res.draws else {})}

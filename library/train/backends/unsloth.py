@@ -33,9 +33,12 @@ Why this shape:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from library.config import LoraSettings
+from library.train.backends import select_backend
+from library.train.checkpoints import load_adapter
 
 
 def unsloth_peft_kwargs(lora: LoraSettings, *, seed: int) -> dict[str, Any]:
@@ -67,8 +70,6 @@ def load_model_unsloth(spec: str, *, max_seq_length: int, load_in_4bit: bool, lo
     and must carry the chat template the torch path formats prompts with. ``dtype=None`` lets
     Unsloth choose (bf16 on Ampere+, fp16 before). Needs an NVIDIA GPU (untested on hardware).
     """
-    from library.train.backends import select_backend
-
     select_backend("unsloth")
     from unsloth import FastLanguageModel  # noqa: first: unsloth patches transformers/trl/peft
 
@@ -96,8 +97,6 @@ def load_adapter_weights(model, adapter_dir) -> None:
 
     Used when GRPO starts from the SFT adapter after RSFT changed the live one, and on resume.
     """
-    from pathlib import Path
-
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -112,7 +111,6 @@ def torch_reference_model(spec: str, adapter_dir=None, *, device: str = "cuda"):
     """The plain transformers model (fp32, library.model.load.load_model) with a saved peft adapter,
     frozen: what evaluation and RSFT sampling generate with on this backend (see module doc)."""
     from library.model.load import load_model
-    from library.train.checkpoints import load_adapter
 
     model, tokenizer = load_model(spec, device=device)
     if adapter_dir is not None:

@@ -12,9 +12,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from library.train.backends.phases import PhaseBackend
-from library.train.backends.torch_phases import grpo_info, rsft_info, sft_info
-from library.scoring.reward import RewardModel
+from library.runs.rollouts import log_episodes
+from library.train.backends.phases import PhaseBackend, grpo_info, rsft_info, sft_info
+from library.train.backends.unsloth import load_adapter_weights, load_model_unsloth, torch_reference_model
+from library.train.data import assert_training_only
+from library.train.grpo import run_grpo
+from library.train.rsft import ROLLOUTS_DONE, run_rsft, sample_rsft, score_and_select
+from library.train.sft import run_sft
+
+# unsloth, torch and trl are imported inside functions (library.train.backends.unsloth says why:
+# on a machine without CUDA, importing unsloth fails, and the user gets BackendUnavailable instead).
 
 
 class UnslothBackend(PhaseBackend):
@@ -34,8 +41,6 @@ class UnslothBackend(PhaseBackend):
 
     def _unsloth(self, start_from: str | None):
         """The Unsloth peft model, its adapter holding ``start_from``'s weights (None: fresh LoRA)."""
-        from library.train.backends.unsloth import load_adapter_weights, load_model_unsloth
-
         config = self.ctx.config
         if self._model is None:
             self._model, self._tokenizer = load_model_unsloth(
@@ -50,18 +55,15 @@ class UnslothBackend(PhaseBackend):
     def train_phase(self, phase: str, ckpt_dir: Path, adapter_dir: Path) -> dict[str, Any]:
         cfg, sel, run, kg = self.ctx.config, self.ctx.selection, self.ctx.run, self.ctx.data.kg
         if phase == "sft":
-            from library.train.sft import run_sft
-
             model, tok = self._unsloth(None)
             model, res = run_sft(model, tok, sel.sft, cfg.sft, ckpt_dir=ckpt_dir, adapter_dir=adapter_dir,
-                                 seed=cfg.seed, kg=kg, train_paths=sel.train_paths, resume=True)
+                                 seed=cfg.seed, kg=kg, resume=True)
             self._model, self._live = model, "sft"
             return sft_info(res, sel)
         if phase == "rsft":
             from library.model.precision import sampling_precision
-            from library.train.rsft import run_rsft
 
-            reward = RewardModel.from_preset(kg, cfg.rsft.reward_preset)
+            reward = self.ctx.rewards["rsft"]
             sampled, reused = self._sample_rsft_rollouts(ckpt_dir, reward)
             model, tok = self._unsloth("sft")
             model, res = run_rsft(model, tok, sel.rsft_prompts, cfg.rsft, reward, run, ckpt_dir=ckpt_dir,
@@ -71,9 +73,7 @@ class UnslothBackend(PhaseBackend):
             return rsft_info(res, cfg, seconds_sampling=sampled, reused_rollouts=reused,
                              sampled_with=f"transformers base + the SFT peft adapter, {sampling_precision()}")
         if phase == "grpo":
-            from library.train.grpo import run_grpo
-
-            reward = RewardModel.from_preset(kg, cfg.grpo.reward_preset)
+            reward = self.ctx.rewards["grpo"]
             model, tok = self._unsloth(cfg.grpo.init_from)
             model, res = run_grpo(model, tok, sel.grpo_pool, cfg.grpo, reward, run, ckpt_dir=ckpt_dir,
                                   adapter_dir=adapter_dir, seed=cfg.seed, forbidden_ids=sel.forbidden_ids, resume=True,
@@ -87,11 +87,6 @@ class UnslothBackend(PhaseBackend):
         logged exactly as ``run_rsft`` logs it, with its ``rollouts.done`` marker: ``run_rsft``
         then reuses these rollouts and only trains. Returns ``(sampling seconds, reused)``;
         reused when an earlier attempt already sampled."""
-        from library.train.backends.unsloth import torch_reference_model
-        from library.runs.rollouts import log_episodes
-        from library.train.rsft import ROLLOUTS_DONE, sample_rsft, score_and_select
-        from library.train.data import assert_training_only
-
         done = ckpt_dir / ROLLOUTS_DONE
         if done.exists():
             return 0.0, True

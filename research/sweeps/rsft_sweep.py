@@ -14,8 +14,8 @@ is never read), paired against the SFT model on the same questions (bootstrap ov
 
 Usage::
 
-    .venv/bin/python -m library.experiments.sweeps.recipe_sweep --cases copy_hop12_full_lr2e-4_k2_q600 --save /tmp/sft
-    .venv/bin/python -m library.experiments.sweeps.rsft_sweep --start /tmp/sft/copy_hop12_full_lr2e-4_k2_q600 \\
+    .venv/bin/python -m research.sweeps.recipe_sweep --cases copy_hop12_full_lr2e-4_k2_q600 --save /tmp/sft
+    .venv/bin/python -m research.sweeps.rsft_sweep --start /tmp/sft/copy_hop12_full_lr2e-4_k2_q600 \\
         --sft-case copy_hop12_full_lr2e-4_k2_q600 --cases 3:128:5e-4,123:128:5e-4
 
 A case is ``<prompt hops>:<prompts>:<learning rate>`` ("3" = 3-hop prompts, "123" = 1-3 hops).
@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
 
 def parse_case(text: str) -> dict:
@@ -82,9 +80,9 @@ def main() -> None:
     import torch
     from transformers import set_seed
 
-    from library.experiments.sweeps.dev_judge import DevJudge, record
-    from library.experiments.sweeps.recipe_sweep import CASES, sweep_overrides
-    from library.experiments.sweeps.step_order_experiment import CASES as ORDER_CASES, DATA_DIR as ORDER_DATA_DIR
+    from research.sweeps.dev_judge import DevJudge, record
+    from research.sweeps.recipe_sweep import CASES, sweep_overrides
+    from research.sweeps.step_order_experiment import CASES as ORDER_CASES, DATA_DIR as ORDER_DATA_DIR
     from library.config import load_config
     from library.model.load import load_tokenizer
     from library.scoring.reward import RewardModel

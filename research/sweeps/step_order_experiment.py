@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python -m library.experiments.sweeps.step_order_experiment \\
+    .venv/bin/python -m research.sweeps.step_order_experiment \\
         --cases order_copy_hop3_full_lr2e-4_k2_q600 --n-dev 100 --eval-max-new-tokens 150
 
 Question: the committed runs fail mostly by losing their place in the question's chain, not by
@@ -18,7 +18,7 @@ the tag lookup finds the next step::
 
 After ``Y [K]`` the TRACE writes ``; [K]`` and copies what follows ``; [K]`` in the question,
 which occurs once. The tags, paths, options and splits are the data files' (same seed); only the
-question's wording and the reference TRACE change. :mod:`library.experiments.sweeps.recipe_sweep` runs on the
+question's wording and the reference TRACE change. :mod:`research.sweeps.recipe_sweep` runs on the
 splits of ``--data-dir`` (default ``data/keyed``, written by ``kgr data --step-order keyed --out
 data/keyed``; built there first if missing) in this process, so the figures compare with the
 sweep's other dev cases (finding 22: 60.0% for the copied step in chain order, same recipe).
@@ -26,11 +26,9 @@ sweep's other dev cases (finding 22: 60.0% for the copied step in chain order, s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
 #: the splits these cases train and judge on (kgr data --step-order keyed --out data/keyed)
 DATA_DIR = REPO / "data" / "keyed"
@@ -42,10 +40,8 @@ CASES = {
     "order_copy_hop3_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [3]},
     # 1-3-hop rows: the last step then comes after 0, 1 or 2 tags, so no count finds it either
     "order_copy_hop123_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [1, 2, 3]},
-    # quick's 600 3-hop rows as they are, plus 150 1-hop and 150 2-hop rows: the shortcut of
-    # finding 41 made wrong on training data, without fewer facts inside TRACEs (finding 43's price)
-    "order_copy_hop3_short300_full_lr2e-4_k2_q600": {**_COMMON, "question_hops": [3],
-                                                    "extra_questions": {1: 150, 2: 150}},
+    # (retired with sft.extra_questions: "order_copy_hop3_short300_full_lr2e-4_k2_q600", 300 more
+    # 1-2-hop rows beside quick's 600 3-hop ones; docs/FINDINGS.md finding 43)
     # the full profile's SFT (4 passes over the facts) at quick's size: does knowing the facts also
     # keep the chain going where 2 passes stopped after the third step? (finding 62)
     "order_copy_hop3_full_lr2e-4_k4_q600": {**_COMMON, "knowledge_epochs": 4, "question_hops": [3]},
@@ -53,7 +49,7 @@ CASES = {
 
 
 def main() -> None:
-    from library.experiments.sweeps.recipe_sweep import sweep_on_splits
+    from research.sweeps.recipe_sweep import sweep_on_splits
 
     sweep_on_splits(CASES, DATA_DIR, step_order="keyed")
 

@@ -13,13 +13,24 @@ order's share of the difference shows too.
 
 The reward rule at the run's own seed is the RSFT phase itself (same winners, same start, same
 seed): its adapter and eval episodes are reused, not trained twice. Every other arm is a sub-run
-``<run>/selection/<rule>-seed<N>/`` with its adapter beside the main ones, so a killed experiment
-resumes from its checkpoints. It runs beside the pipeline (:func:`library.experiments.run_experiments`).
+``<out>/<rule>-seed<N>/`` (its eval episodes), its adapter and checkpoints in the run's
+git-ignored ``adapters/selection/`` and ``checkpoints/selection/`` beside the phases' own, so a
+killed experiment resumes from its checkpoints and a finished arm is read back. The block goes
+to ``<out>/selection.json`` (and, with ``--into-metrics``, to the run's metrics.json under
+``selection``, where the storyboards and the demo page read it)::
+
+    .venv/bin/python -m research.selection data/runs/food --profile data/experiments/food-selection/profile.yaml \\
+        --out data/experiments/food-selection --seeds 0,1,2
+
+Research beside the product: no shipped profile runs it (measured: no reliable difference,
+docs/FINDINGS.md finding 51). It starts from a finished run as the library's experiments do
+(:func:`library.experiments.run_profile`, :func:`library.experiments.start_backend`).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from statistics import mean
 from typing import Any, Callable
 
@@ -76,8 +87,10 @@ def _total_seconds(arms: dict[str, Any]) -> float | None:
 
 
 def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, data: DataBundle,
-                  selection: Selection, run: RunDir, console: Console) -> dict[str, Any]:
-    """Both selection rules at every seed of ``config.selection.seeds``; returns the metrics block:
+                  selection: Selection, run: RunDir, console: Console, *, seeds: list[int], out: Path,
+                  before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Both selection rules at every seed of ``seeds``, the arms' logs under ``out`` (``before``: an
+    earlier block of this experiment, whose arms' seconds are kept); returns the metrics block:
     the winners' summary; each arm's accuracy on the RSFT phase's eval questions; the correctness
     rule at the run's seed as a metrics block (``correctness``, the layout of an eval phase's)
     paired with the RSFT phase (``vs_rsft``, :func:`library.evaluation.evaluate.compare_phases`);
@@ -94,11 +107,9 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
     from library.stats import paired_difference, paired_difference_repeated
     from library.train.rsft import SELECTION_RULES, train_winners, winners_from_rollouts
 
-    from library.experiments import ExperimentError
-
     rollouts = [ep for ep in run.iter_episodes(phase="rsft") if ep.kind == ROLLOUT_KIND]
     if not rollouts:
-        raise ExperimentError(f"{run.path}: the RSFT phase logged no samples to choose from")
+        raise SelectionError(f"{run.path}: the RSFT phase logged no samples to choose from")
     by_id = {q.id: q for q in selection.rsft_prompts}
     winners = {rule: winners_from_rollouts(rollouts, by_id, rule) for rule in SELECTION_RULES}
     out: dict[str, Any] = winner_summary(rollouts, winners)
@@ -113,11 +124,11 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
     # The reward rule at the run's seed is the RSFT phase itself (the pipeline seeds a phase as this
     # experiment seeds an arm) only when the phase trained, here, on its winners.
     phase_is_arm = phase.get("backend", "torch") == "torch" and "skipped_training" not in phase
-    before = (metrics.get("selection") or {}).get("arms", {})
+    before = (before or {}).get("arms", {})
     eval_reward = RewardModel.from_preset(data.kg, config.eval.reward_preset)
     arm_episodes: dict[tuple[str, int], list] = {}
     arms: dict[str, Any] = {}
-    for seed in config.selection.seeds:
+    for seed in seeds:
         for rule in SELECTION_RULES:
             name = f"{rule}-seed{seed}"
             if rule == "reward" and seed == config.seed and phase_is_arm:
@@ -125,7 +136,7 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
                 arm_episodes[(rule, seed)] = [main_eval[q.id] for q in questions]
                 arms[name] = {"from_phase": "rsft"}
                 continue
-            sub = RunDir(run.path / "selection" / name)
+            sub = RunDir(out / name)
             sub.path.mkdir(parents=True, exist_ok=True)
             found = eval_episodes(sub.iter_episodes(phase="rsft"), phase="rsft", split="eval", step=0)
             arms[name] = {"steps": config.rsft.max_steps if winners[rule] else None,
@@ -146,8 +157,7 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
                 # resumed to the end first): evaluate() answers only the questions still missing.
                 model.eval()
                 evaluate(model, tokenizer, questions, eval_reward, phase="rsft", split="eval", run=sub,
-                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens,
-                         store_metrics=False)
+                         batch_size=config.eval.batch_size, max_new_tokens=config.eval.max_new_tokens)
                 model.unload()
                 arms[name]["seconds"] = round(time.perf_counter() - t0, 2)
                 found = eval_episodes(sub.iter_episodes(phase="rsft"), phase="rsft", split="eval", step=0)
@@ -156,7 +166,7 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
         block = metrics_from_episodes(episodes)
         arms[f"{rule}-seed{seed}"].update({"n": block["n"], "correct": block["correct"],
                                            "grounded": block["grounded"]["correct"], "accuracy": block["accuracy"]})
-    seeds = list(config.selection.seeds)
+    seeds = list(seeds)
     right = {key: [bool(e.correct) for e in eps] for key, eps in arm_episodes.items()}
     solid = {key: [bool(e.correct) and grounded_episode(e) for e in eps] for key, eps in arm_episodes.items()}
 
@@ -174,3 +184,88 @@ def run_selection(policy: Callable[[str], Any], tokenizer, config: TrainConfig, 
                 "over_seeds": over_seeds(right), "over_seeds_grounded": over_seeds(solid),
                 "seconds": _total_seconds(arms)})
     return out
+
+
+class SelectionError(RuntimeError):
+    """The run cannot host the experiment (unfinished, other settings, no RSFT samples, bad seeds)."""
+
+
+def check_seeds(seeds: list[int], run_seed: int) -> list[int]:
+    """The seeds to train at: each once, the run's own among them (its reward arm is the RSFT phase).
+
+    >>> check_seeds([0, 1, 2], 0)
+    [0, 1, 2]
+    >>> check_seeds([1, 2], 0)
+    Traceback (most recent call last):
+    ...
+    research.selection.SelectionError: --seeds [1, 2] must include the run's seed 0 (its correctness arm is paired with the RSFT phase)
+    """
+    if len(set(seeds)) != len(seeds):
+        raise SelectionError(f"--seeds repeats a seed: {seeds}")
+    if run_seed not in seeds:
+        raise SelectionError(f"--seeds {seeds} must include the run's seed {run_seed} "
+                             "(its correctness arm is paired with the RSFT phase)")
+    return seeds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import argparse
+    import json
+
+    from transformers import set_seed
+
+    from library.experiments import run_profile, start_backend
+    from library.jsonl import atomic_write_json
+    from library.model.precision import run_precision
+    from library.train.bookkeeping import comparable_config, config_differences
+
+    ap = argparse.ArgumentParser(description="RSFT winners by the KG reward against by correctness alone, "
+                                             "on a finished run's own samples, at several seeds")
+    ap.add_argument("run", type=Path, help="a finished run folder (kgr train)")
+    ap.add_argument("--profile", default=None, help="the run's own profile (default: the one its meta.json names)")
+    ap.add_argument("--seeds", default="0,1,2", help="training seeds, comma-separated; must hold the run's seed")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="where the arms' eval episodes and selection.json go (default data/experiments/<run>-selection)")
+    ap.add_argument("--into-metrics", action="store_true",
+                    help="also store the block in the run's metrics.json under 'selection' (what renders read)")
+    args = ap.parse_args(argv)
+
+    run = RunDir.open(args.run)
+    meta = run.read_meta()
+    if meta.get("status") != "complete":
+        raise SystemExit(f"{run.path}: the experiment runs on a finished run (status: {meta.get('status')!r})")
+    config = run_profile(run, args.profile)
+    recorded = meta.get("config") or {}
+    if comparable_config(config) != comparable_config(recorded):
+        raise SystemExit(f"{run.path} was trained with other settings than this profile's "
+                         f"({config_differences(recorded, config)}); give the run's own profile (--profile)")
+    if not config.rsft.enabled:
+        raise SystemExit(f"{run.path}: the experiment re-chooses the RSFT phase's samples, but rsft is disabled")
+    try:
+        seeds = check_seeds([int(x) for x in args.seeds.split(",") if x.strip()], config.seed)
+    except (SelectionError, ValueError) as exc:
+        raise SystemExit(str(exc)) from None
+    out = args.out or Path("data") / "experiments" / f"{run.path.name}-selection"
+    out.mkdir(parents=True, exist_ok=True)
+    block_path = out / "selection.json"
+    before = (json.loads(block_path.read_text(encoding="utf-8")) if block_path.exists()
+              else run.read_metrics().get("selection"))
+    console = Console(stderr=True)
+    with run.lock(), run_precision(config):
+        config, context, backend = start_backend(config, run, console=console)
+        set_seed(config.seed)
+        block = run_selection(backend.policy, context.tokenizer, config, context.data, context.selection, run,
+                              console, seeds=seeds, out=out, before=before)
+        atomic_write_json(block_path, block)
+        if args.into_metrics:
+            metrics = run.read_metrics()
+            metrics["selection"] = block
+            run.write_metrics(metrics)
+    over = block["over_seeds"]
+    console.print(f"correctness - reward over seeds {seeds}: {over['diff']:+.3f} {over['ci']} (n={block['n']}); "
+                  f"{block_path}")
+    return block
+
+
+if __name__ == "__main__":
+    main()

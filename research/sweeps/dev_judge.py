@@ -33,7 +33,7 @@ class DevJudge:
         run = RunDir.create(Path(root) / "dev", label)
         block = evaluate(model, self.tokenizer, self.dev, self.reward, phase=phase, split="dev", run=run,
                          batch_size=self.cfg.eval.batch_size, max_new_tokens=self.cfg.eval.max_new_tokens,
-                         store_metrics=False, progress=False)
+                         progress=False)
         if keep is not None:
             Path(keep).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run.episodes_path, keep)

@@ -1,6 +1,6 @@
 """Does the same seed draw the same RL samples on another CPU? fp32 against bf16 sampling.
 
-RSFT's samples (and GRPO's groups, and the pass-rate pool's estimates) are drawn by the
+RSFT's samples (and GRPO's groups) are drawn by the
 pipeline's generator; until this measurement (docs/FINDINGS.md finding 54) they were drawn at the
 generation precision (bf16 where fast), now at ``generation.sampling_precision`` (fp32 by
 default). Two CPUs round differently: their kernels
@@ -27,7 +27,7 @@ settings and seed, as the phase did, scores them with the one correctness rule a
 winners (``rsft.score_and_select``). Against the ``native`` draw of the same precision: equal
 samples, equal winners, right samples; and the seconds of each draw.
 
-    python -m library.experiments.sweeps.sampling_agreement data/experiments/quick-selection \\
+    python -m research.sweeps.sampling_agreement data/experiments/quick-selection \\
         --profile data/experiments/quick-selection/profile.yaml --out data/experiments/quick-selection/sampling.jsonl
 
 One JSON line per draw is appended to ``--out`` as it finishes; each also says how many of its
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.variant:
         args.child_out.write_text(json.dumps(draw(args)), encoding="utf-8")
         return []
-    from library.experiments.sweeps.dev_judge import record
+    from research.sweeps.dev_judge import record
 
     draws = [tuple(d.strip().split(":")) for d in args.draws.split(",")]
     for variant, precision in draws:
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for variant, precision in draws:
             child_out = Path(tmp) / f"{variant}-{precision}.json"
-            cmd = [sys.executable, "-m", "library.experiments.sweeps.sampling_agreement", str(args.run),
+            cmd = [sys.executable, "-m", "research.sweeps.sampling_agreement", str(args.run),
                    "--profile", args.profile, "--threads", str(args.threads), "--variant", variant,
                    "--precision", precision, "--child-out", str(child_out), "--out", str(args.out)]
             if args.n_prompts:

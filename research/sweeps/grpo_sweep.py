@@ -9,8 +9,8 @@ against the SFT model on the same questions (bootstrap over questions).
 
 Usage::
 
-    .venv/bin/python -m library.experiments.sweeps.recipe_sweep --cases cover_full_lr2e-4_k0_q1000 --save /tmp/sft
-    .venv/bin/python -m library.experiments.sweeps.grpo_sweep --start /tmp/sft/cover_full_lr2e-4_k0_q1000 --cases 2e-5@0.6,2e-4@1.0
+    .venv/bin/python -m research.sweeps.recipe_sweep --cases cover_full_lr2e-4_k0_q1000 --save /tmp/sft
+    .venv/bin/python -m research.sweeps.grpo_sweep --start /tmp/sft/cover_full_lr2e-4_k0_q1000 --cases 2e-5@0.6,2e-4@1.0
 
 A case is ``<learning rate>@<sampling temperature>``: the rate sets how far a step moves the
 adapter; the temperature sets how often a group of samples disagrees (a group whose samples all
@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:
@@ -48,7 +46,7 @@ def main() -> None:
     import torch
     from transformers import set_seed
 
-    from library.experiments.sweeps.dev_judge import DevJudge, record
+    from research.sweeps.dev_judge import DevJudge, record
 
     from library.config import load_config
     from library.train.grpo import run_grpo

@@ -2,8 +2,8 @@
 
 Usage::
 
-    .venv/bin/python -m library.experiments.sweeps.precision_agreement                      # data/runs/quick, SFT model
-    .venv/bin/python -m library.experiments.sweeps.precision_agreement --run data/runs/reference --phase grpo
+    .venv/bin/python -m research.sweeps.precision_agreement                      # data/runs/quick, SFT model
+    .venv/bin/python -m research.sweeps.precision_agreement --run data/runs/reference --phase grpo
 
 Loads a phase's trained model from a run folder (its adapters are git-ignored: the run must have
 been trained on this machine), answers the run's own eval questions greedily with the pipeline's
@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ the end, measures against wall-clock training seconds:
 
 Usage::
 
-    .venv/bin/python -m library.experiments.sweeps.recipe_sweep --cases lora64_lr2e-3_k6 --n-dev 60
-    .venv/bin/python -m library.experiments.sweeps.recipe_sweep --list
+    .venv/bin/python -m research.sweeps.recipe_sweep --cases lora64_lr2e-3_k6 --n-dev 60
+    .venv/bin/python -m research.sweeps.recipe_sweep --list
 
 Results append to ``--out`` (JSONL, one line per measurement) as they come, so a long sweep can
 be read while it runs; the last line printed is one JSON object with every case's final figures.
@@ -31,8 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[2]
 
 #: name -> overrides of the quick profile's ``sft`` section (what a case changes)
 CASES: dict[str, dict] = {
@@ -48,9 +47,7 @@ CASES: dict[str, dict] = {
     "full_lr2e-4_k6": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 6},
     "full_lr1e-4_k10": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 10},
     "full_lr1e-4_k2_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2, "n_questions": 128},
-    # after the TRACE became the question's chain filled in (", which <relation> <entity>"):
-    "which_full_lr1e-4_k2_p0.3_q192": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 2,
-                                       "path_fact_passes": 0.3, "n_questions": 192},
+    # (retired with sft.path_fact_passes: "which_full_lr1e-4_k2_p0.3_q192", docs/FINDINGS.md)
     # after every blank got a random tag that the TRACE copies ("leads to [K] x [K], which ..."):
     "tags_full_lr1e-4_k6_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 6, "n_questions": 128},
     "tags_full_lr1e-4_k3_q128": {"method": "full", "learning_rate": 1e-4, "knowledge_epochs": 3, "n_questions": 128},
@@ -91,14 +88,10 @@ CASES: dict[str, dict] = {
                                       "n_questions": 600, "question_hops": [3], "batch_size": 1, "grad_accum": 2},
     "copy_hop123_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
                                         "n_questions": 600, "batch_size": 1, "grad_accum": 2},
-    # the TRACE copies the whole rest of the question after each tag
-    # (trace_style "rest"; docs/FINDINGS.md finding 28)
-    "rest_hop3_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
-                                      "n_questions": 600, "question_hops": [3], "batch_size": 2, "grad_accum": 1,
-                                      "trace_style": "rest"},
+    # (retired with sft.trace_style: "rest_hop3_full_lr2e-4_k2_q600", docs/FINDINGS.md finding 28)
     # SFT shows chains of 1-2 hops only, so RSFT on 3-hop prompts (still inside
     # the main pipeline's 1-3 hops) asks the model to extend the procedure with its own traces
-    # (library/experiments/sweeps/rsft_sweep.py)
+    # (research/sweeps/rsft_sweep.py)
     "copy_hop12_full_lr2e-4_k2_q600": {"method": "full", "learning_rate": 2e-4, "knowledge_epochs": 2,
                                        "n_questions": 600, "question_hops": [1, 2], "batch_size": 2,
                                        "grad_accum": 1},
@@ -144,7 +137,7 @@ def main() -> None:
     import torch
     from transformers import TrainerCallback, set_seed
 
-    from library.config import deep_merge, load_config
+    from library.config import load_config
     from library.evaluation.evaluate import evaluate
     from library.evaluation.recall import eval_fact_groups, fact_recall, trace_recall
     from library.model.load import load_model
@@ -174,8 +167,7 @@ def main() -> None:
         def measure(peft_model, step: int) -> dict:
             clock["train"] += time.perf_counter() - clock["since"]
             recall = fact_recall(peft_model, tok, data.kg, groups)
-            in_trace = trace_recall(peft_model, tok, data.kg, dev,
-                                    style=None if cfg.sft.trace_style == "copy" else cfg.sft.trace_style)
+            in_trace = trace_recall(peft_model, tok, data.kg, dev)
             # In-TRACE recall of facts the SFT questions show in a TRACE, against the rest
             shown = {(e.src, e.rel, e.dst) for q in sft_questions for e in q.path_star.edges}
             hop_edge = {(q.id, i): (e.src, e.rel, e.dst) for q in dev for i, e in enumerate(q.path_star.edges)}
@@ -190,7 +182,7 @@ def main() -> None:
                 log = RunDir(Path(log_dir))
                 block = evaluate(peft_model, tok, dev, reward, phase="sft", split="dev", run=log,
                                  batch_size=cfg.eval.batch_size, max_new_tokens=cfg.eval.max_new_tokens,
-                                 progress=False, store_metrics=False)
+                                 progress=False)
                 episodes = log.read_episodes()
                 tags_of = {q.id: blank_tags(q.path_star.entities[0], [e.rel for e in q.path_star.edges]) for q in dev}
                 # Did the TRACE walk the question's blanks in order and stop after the last? Read
@@ -232,7 +224,6 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             adapter_dir = args.save / name if args.save else Path(tmp) / "adapter"
             peft_model, res = run_sft(model, tok, sft_questions, cfg.sft, ckpt_dir=Path(tmp) / "ckpt",
-                                      train_paths=selection.train_paths,
                                       adapter_dir=adapter_dir, seed=cfg.seed, kg=data.kg,
                                       resume=False, callbacks=[Curve()])
         final = measure(peft_model, res.steps)
@@ -271,7 +262,8 @@ def sweep_on_splits(cases: dict[str, dict], default_data_dir: Path, **dataset_op
     else:
         argv += ["--data-dir", str(data_dir)]
     if not (data_dir / "dev.jsonl").exists():
-        from library.questions import DatasetConfig, build_dataset
+        from library.questions import DatasetConfig
+        from library.questions.plan import build_dataset
 
         data_dir.mkdir(parents=True, exist_ok=True)
         stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "kg.json", out_dir=data_dir, seed=0, progress=False,

@@ -1,0 +1,132 @@
+"""The run a storyboard reads: :class:`RunData`, a :class:`library.runs.reader.RunView` with the
+shot-level questions a scene asks of it (an eval episode by question and phase, the reward the
+run evaluated with, what each phase added) and the values its templates see.
+
+Everything here reads what scoring stored with each episode (``correct``, ``grounded``, the
+claims, entity spans and TRACE steps); a run logged before scoring stored them is refused with
+the command that migrates it (``kgr migrate RUN``). Imports neither torch nor manim.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from library.config import EvalSettings
+from library.contracts import Episode
+from library.evaluation.evaluate import compare_phases
+from library.graph.check import fanouts
+from library.runs.reader import RunView
+from library.scoring.reward import RewardModel
+
+
+class RunData(RunView):
+    """Everything a storyboard may read from one run (library.runs.reader.RunView), plus the
+    shot-level questions a scene asks of it."""
+
+    @classmethod
+    def load(cls, run: str | Path, *, kg: str | Path | None = None, questions: str | Path | None = None,
+             kg_default: str | Path | None = None, questions_default: str | Path | None = None) -> "RunData":
+        """``kg``/``questions``: explicit overrides (CLI flags); ``*_default``: the storyboard's
+        fields, used where the run names no data of its own (library/runs/reader.py). A run whose
+        episodes lack what scoring stores today is a DataFileError naming ``kgr migrate``."""
+        data = cls.open(run, require_metrics=True, kg=kg, questions=questions, kg_default=kg_default,
+                        questions_default=questions_default)
+        data.require_current(run)
+        return data
+
+    @cached_property
+    def _episode_index(self) -> dict[tuple[str, str, str], Episode]:
+        index: dict[tuple[str, str, str], Episode] = {}
+        # several samples of one question (RSFT/GRPO groups): the first one logged, stably
+        for e in sorted(self.episodes, key=lambda e: (e.step, e.sample_idx or 0)):
+            index.setdefault((e.ex_id, e.phase, e.split), e)
+        return index
+
+    def eval_episode(self, ex_id: str, phase: str, split: str = "eval") -> Episode | None:
+        """The episode a shot shows for a question in a phase; indexed once per run."""
+        return self._episode_index.get((ex_id, phase, split))
+
+    @staticmethod
+    def failed_honestly(ep: Episode) -> bool:
+        """A reasoned miss: a well-formed wrong answer whose TRACE claims at least one edge and
+        only edges that are in the KG, neither a bare guess nor a fabricated chain."""
+        claims = ep.parsed.claims
+        return (not ep.correct and ep.parsed.valid_format and ep.parsed.answer is not None
+                and bool(claims) and all(c.in_kg for c in claims))
+
+    @cached_property
+    def eval_reward(self) -> RewardModel:
+        """The reward the run's evaluation scored with (its config's ``eval.reward_preset``)."""
+        preset = (self.config.get("eval") or {}).get("reward_preset") or EvalSettings().reward_preset
+        return RewardModel.from_preset(self.kg, preset)
+
+    def template_context(self) -> dict[str, Any]:
+        phases = self.phases
+        ctx = {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
+               "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
+               "kg": _KGStats(self), "steps": self.steps()}
+        if self.data_stats is not None:  # templates test `stats is defined`
+            ctx["stats"] = self.data_stats
+        return ctx
+
+    @cached_property
+    def _steps(self) -> list[dict[str, Any]]:
+        out = []
+        for before, after in zip(self.phases, self.phases[1:]):
+            c = compare_phases(self.episodes, "eval", before, after)
+            if c["n"]:
+                out.append({"phase": after, "before": before, "n": c["n"], "diff": c["diff"], "ci": c["ci"],
+                            "measurable": c["ci"][0] > 0 or c["ci"][1] < 0, "gained": c["discordant"]["b_only"],
+                            "lost": c["discordant"]["a_only"]})
+        return out
+
+    def steps(self) -> list[dict[str, Any]]:
+        """What each phase added over the one before it, on the same eval questions: a paired
+        difference with its 95% interval (library.evaluation.evaluate.compare_phases) and
+        ``measurable`` when the interval excludes 0. The story a storyboard tells is chosen
+        from these, so a phase that added nothing is shown adding nothing."""
+        return self._steps
+
+
+class _KGStats:
+    """``kg.entities`` / ``kg.edges`` / ``kg.relations`` counts and ``kg.domain`` for templates;
+    the KG file is read only if a template asks."""
+
+    def __init__(self, data: RunData):
+        self._data = data
+
+    @property
+    def entities(self) -> int:
+        return len(self._data.kg.entities)
+
+    @property
+    def edges(self) -> int:
+        return len(self._data.kg.edges)
+
+    @property
+    def relations(self) -> int:
+        return len(self._data.kg.relations)
+
+    @property
+    def domain(self) -> str:
+        return self._data.kg.domain
+
+    @cached_property
+    def _fan(self) -> list[int]:
+        return fanouts(self._data.kg)
+
+    @property
+    def groups(self) -> int:
+        """(entity, relation) pairs with at least one successor."""
+        return len(self._fan)
+
+    @property
+    def functional(self) -> int:
+        """Of those, the pairs with exactly one successor (a hop that does not branch)."""
+        return sum(1 for n in self._fan if n == 1)
+
+    @property
+    def max_fanout(self) -> int:
+        return max(self._fan, default=0)
