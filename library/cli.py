@@ -352,8 +352,8 @@ def train(
     model: str = typer.Option(None, help="embedded | tiny | <hub id> | <local folder>; default from the profile."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last completed phase/checkpoint."),
     seed: int = typer.Option(None, help="Override the profile's seed."),
-    precision: str = typer.Option(None, help="auto (default: bf16 with AMX or a bf16 GPU, else fp32) | fast (also bf16 "
-                                              "on CPUs whose bf16 matmuls measure >= 1.5x fp32) | float32 | "
+    precision: str = typer.Option(None, help="auto (default: bf16 on a bf16 GPU, fp32 on any CPU) | fast (bf16 also "
+                                              "on CPUs with AMX or bf16 matmuls >= 1.5x fp32) | float32 | "
                                               "bfloat16: compute precision of training."),
     generation_precision: str = typer.Option(None, "--generation-precision",
                                              help="auto (default: bf16 where training is bf16 or bf16 matmuls "

@@ -319,10 +319,10 @@ class TrainConfig(_Strict):
     # Time this machine at start-up (seconds) and print how long each phase will take
     # (library/train/estimate.py); meta.json keeps the estimate beside the measured timings.
     estimate: bool = True
-    # Compute precision of training (autocast); weights stay fp32. "auto": bfloat16 where the
-    # hardware has bf16 matrix units (AMX CPUs, bf16 GPUs), else float32 - measured on an AMX
-    # CPU: SFT 1.5x, generation 2.3x fp32's speed (docs/MEASUREMENTS.md). Generation's own
-    # precision is generation.precision, and RL's draws' generation.sampling_precision.
+    # Compute precision of training (autocast); weights stay fp32. "auto": bfloat16 on a GPU with
+    # bf16 units, float32 on every CPU (bf16 training on an AMX CPU is ~1.5x faster and lost
+    # 10-23 points: docs/MEASUREMENTS.md, "Precision"); "fast": bfloat16 wherever bf16 is fast.
+    # Generation's own precision is generation.precision, and RL's draws' generation.sampling_precision.
     precision: Literal["auto", "fast", "float32", "bfloat16"] = "auto"
     sft: SFTSettings = Field(default_factory=SFTSettings)
     rsft: RSFTSettings = Field(default_factory=RSFTSettings)

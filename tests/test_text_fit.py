@@ -98,9 +98,23 @@ def layout_audit(scene_type: str, payload: dict, width: int, height: int, tmp: P
     return fits, L
 
 
+#: Layouts already built in this process, by (scene type, payload, size): several tests audit the
+#: same shot (the Short's before/after card over the quick run, the longest-labels card), and a
+#: layout is deterministic, so each is built once (the tests only read what it returns).
+_LAID_OUT: dict[tuple[str, str, int, int], tuple[list, object, list]] = {}
+
+
 def laid_out(scene_type: str, payload: dict, width: int, height: int, tmp: Path) -> tuple[list, object, list]:
     """(fit_text decisions, layout, the mobjects the beats animate) of one scene laid out at
     ``width`` x ``height`` (no rendering)."""
+    key = (scene_type, json.dumps(payload, sort_keys=True, default=str), width, height)
+    if key not in _LAID_OUT:
+        _LAID_OUT[key] = _lay_out(scene_type, payload, width, height, tmp)
+    fits, L, mobs = _LAID_OUT[key]
+    return list(fits), L, list(mobs)
+
+
+def _lay_out(scene_type: str, payload: dict, width: int, height: int, tmp: Path) -> tuple[list, object, list]:
     from manim import config, tempconfig
 
     from scenes.registry import SCENE_TYPES

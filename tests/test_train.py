@@ -389,19 +389,20 @@ def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
 
 
 def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch):
-    """precision "auto" on a machine with bf16 matrix units runs in bf16 and says so in meta.json;
-    the process-wide setting is back to fp32 when the run returns (a leak once made later tests
-    in the same process generate in bf16 on CI machines with AMX)."""
+    """precision "fast" on a machine with bf16 matrix units runs in bf16 and says so in meta.json
+    ("auto" trains in fp32 there and generates in bf16); the process-wide setting is back to fp32
+    when the run returns (a leak once made later tests in the same process generate in bf16 on CI
+    machines with AMX)."""
     import library.model.precision as m
     from library.train.pipeline import run_training
 
     monkeypatch.setattr(m, "bf16_matrix_units", lambda device="cpu": True)
     data_dir = write_tiny_data(tmp_path / "data")
     assert tiny_config(data_dir).precision == "auto"
-    run = run_training(tiny_config(data_dir), tmp_path / "run", stop_after="base")
+    run = run_training(tiny_config(data_dir, precision="fast"), tmp_path / "run", stop_after="base")
     assert run.read_meta()["platform"]["precision"] == "bfloat16"
     assert m.compute_precision() == "float32"
-    run = run_training(tiny_config(data_dir, precision="float32"), tmp_path / "run32", stop_after="base")
+    run = run_training(tiny_config(data_dir), tmp_path / "run32", stop_after="base")
     assert run.read_meta()["platform"]["precision"] == "float32"
     assert run.read_meta()["platform"]["generation_precision"] == "bfloat16"  # auto: bf16 matrix units
 

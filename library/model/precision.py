@@ -2,11 +2,11 @@
 memory is kept.
 
 Weights are always kept in fp32. Arithmetic follows the *compute precision*
-(:func:`set_compute_precision`, ``precision`` in the run config): ``"auto"`` picks bfloat16 where the
-hardware multiplies bf16 matrices natively (Intel AMX tiles on CPU, bf16-capable CUDA GPUs) and
-float32 elsewhere. On a CPU with AMX, bf16 matmuls run 3-8x faster than fp32 (docs/MEASUREMENTS.md);
-on one without bf16 instructions (the AVX2 AMD EPYC of the first measurements) bf16 runs ~38x
-slower, so "auto" never picks it there.
+(:func:`set_compute_precision`, ``precision`` in the run config): ``"auto"`` picks bfloat16 on a
+bf16-capable CUDA GPU and float32 on every CPU. On a CPU with AMX, bf16 matmuls run 3-8x faster
+than fp32 (docs/MEASUREMENTS.md), but bf16 autocast training cost the full profile 10-12 points
+and quick's SFT 23, so only ``"fast"`` takes it there; on a CPU without bf16 instructions (the
+AVX2 AMD EPYC of the first measurements) bf16 runs ~38x slower, and neither picks it.
 
 Generation has its own precision (:func:`generation_precision`, ``generation.precision``):
 ``"auto"`` follows a bf16 training precision and also picks bfloat16 on CPUs without AMX whose
@@ -98,11 +98,12 @@ def resolve_precision(precision: str = "auto", device: str | None = None) -> str
     if precision not in ("auto", "fast"):
         return precision
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if bf16_matrix_units(device):
-        return "bfloat16"
-    # "fast": also a CPU without matrix units whose bf16 matmuls measure >= BF16_MIN_SPEEDUP x fp32
-    # (AVX512-BF16), where "auto" trains in fp32 because bf16 training moved results there
-    fast_cpu = precision == "fast" and not device.startswith("cuda") and bf16_matmul_speedup() >= BF16_MIN_SPEEDUP
+    if device.startswith("cuda"):
+        return "bfloat16" if bf16_matrix_units(device) else "float32"
+    # On a CPU "auto" trains in fp32 even with bf16 matrix units (AMX): bf16 autocast training cost
+    # the full profile 10-12 points and quick's SFT 23 (docs/MEASUREMENTS.md, "Precision"). "fast"
+    # takes bf16 for speed where it is fast: matrix units, or bf16 matmuls >= BF16_MIN_SPEEDUP x fp32.
+    fast_cpu = precision == "fast" and (bf16_matrix_units(device) or bf16_matmul_speedup() >= BF16_MIN_SPEEDUP)
     return "bfloat16" if fast_cpu else "float32"
 
 

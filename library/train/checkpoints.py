@@ -126,8 +126,8 @@ def add_lora(model, settings: Any):
 def cpu_training_args(**kwargs) -> dict[str, Any]:
     """Arguments every TRL config gets (CPU-safe; mixed precision from the compute precision).
 
-    ``bf16`` follows :func:`library.model.precision.compute_precision`: True only where the hardware has
-    bf16 matrix units (AMX here: SFT 1.5x the fp32 tokens per second, benchmarks/training.py),
+    ``bf16`` follows :func:`library.model.precision.compute_precision`: True only where a run asked
+    for bf16 where it is fast (``fast`` on AMX: SFT 1.5x the fp32 tokens per second, benchmarks/training.py),
     never on a CPU without them (bf16 is ~38x slower there, docs/MEASUREMENTS.md). TRL's own
     default (``bf16=True``) is never taken blindly.
     """

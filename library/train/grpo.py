@@ -30,7 +30,7 @@ Read it in the order one optimizer step runs; :func:`run_grpo` at the end wires 
    are not in the log), then the reward-hacking monitor judges the step with its KL and may end
    the phase there, with a checkpoint.
 
-Also: **CPU-safe** (``library.train.checkpoints.cpu_training_args``: bf16 autocast only on AMX);
+Also: **CPU-safe** (``library.train.checkpoints.cpu_training_args``: bf16 autocast only when the run's precision is bf16);
 prompts are the chat-formatted strings from ``library.model.chat.format_prompt`` (TRL leaves
 string prompts untouched); **only training prompts**: :func:`library.train.data.assert_training_only`
 runs before the trainer is built and again on every batch scored. A resumed phase reads the log
