@@ -557,7 +557,7 @@ def migrate(
         except (DataFileError, ValueError) as exc:
             fail(exc)
         typer.echo(f"{run}: {counts['episodes']} episode(s) in {counts['files']} file(s), "
-                   f"{counts['meta']} meta.json updated, {counts['metrics']} metrics block(s) given `grounded`")
+                   f"{counts['meta']} meta.json updated, {counts['metrics']} metrics block(s) added (grounded, monitor)")
 
 
 def _load_plugins() -> None:

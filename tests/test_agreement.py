@@ -53,7 +53,7 @@ def agreement_run(tmp_path, tiny_kg, tiny_kg_dict):
     write_jsonl_atomic(run.path / "eval_questions.jsonl", questions)
     (run.path / "kg.json").write_text(json.dumps(tiny_kg_dict))
     run.write_meta({"run_id": "agree", "reward": {"preset": "toy", "edge_verified": True}})
-    run.update_metrics("eval", {"sft": metrics_from_run(run, phase="sft", split="eval")})
+    run.write_metrics({"eval": {"sft": metrics_from_run(run, phase="sft", split="eval")}})
     return run, dict(zip(CASES, questions))
 
 

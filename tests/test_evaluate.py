@@ -135,7 +135,7 @@ def test_evaluate_writes_valid_episodes_and_metrics(tiny_model, tiny_kg, tmp_pat
     reward = RewardModel.from_preset(tiny_kg, "toy+edges")
     questions = _questions()
     run = RunDir.create(tmp_path, run_id="r")
-    run.update_metrics("timings", {"sft": 1.0})
+    run.write_metrics({"timings": {"sft": 1.0}})
     block = evaluate(model, tok, questions, reward, phase="base", split="eval", run=run,
                      batch_size=4, max_new_tokens=8, progress=False)
     episodes = run.read_episodes(phase="base", split="eval")  # validated against the contract

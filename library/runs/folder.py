@@ -122,13 +122,6 @@ class RunDir:
         path = self.path / METRICS
         return read_json(path) if path.exists() else {}
 
-    def update_metrics(self, section: str, value: Any) -> dict[str, Any]:
-        """Replace one top-level section of metrics.json (e.g. ``"eval"``), keep the rest."""
-        metrics = self.read_metrics()
-        metrics[section] = value
-        self.write_metrics(metrics)
-        return metrics
-
     # ----------------------------------------------------------------- episodes
     @property
     def episodes_path(self) -> Path:
@@ -174,6 +167,28 @@ class RunDir:
 
     def read_episodes(self, phase: str | None = None, split: str | None = None) -> list[Episode]:
         return list(self.iter_episodes(phase=phase, split=split))
+
+    def edit_episodes(self, edit: Callable[[dict[str, Any]], bool]) -> int:
+        """Let ``edit`` change episode lines in place (it returns True for a line it changed) and
+        rewrite episodes.jsonl atomically when it changed any; returns how many it changed. What
+        ``kgr migrate`` uses to add what an older log lacks.
+
+        >>> import tempfile
+        >>> run = RunDir.create(tempfile.mkdtemp(), run_id="r")
+        >>> run.edit_episodes(lambda ep: True)
+        0
+        """
+        path = self.episodes_path
+        if not path.exists():
+            return 0
+        self._repair_tail()
+        lines, changed = [], 0
+        for _, obj in iter_jsonl(path):
+            changed += bool(edit(obj))
+            lines.append(dumps_line(obj))
+        if changed:
+            atomic_write_text(path, "".join(lines))
+        return changed
 
     def keep_episodes(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Rewrite episodes.jsonl (atomically) with the lines ``keep`` accepts; returns how many

@@ -35,7 +35,7 @@ from typing import Any
 from library.contracts import EVAL_KIND, ROLLOUT_KIND, Question
 from library.evaluation.evaluate import metrics_from_episodes
 from library.evaluation.monitor import monitor_run
-from library.jsonl import atomic_write_text, iter_jsonl
+from library.jsonl import iter_jsonl
 from library.runs.folder import EPISODES, META, RunDir
 from library.runs.reader import RunView
 from library.scoring.answer_format import is_correct
@@ -101,21 +101,20 @@ def migrate_run(path: str | Path, *, data_dir: str | Path | None = None, kg: str
                     del config[section][key]
                     dropped = True
         if dropped:
-            atomic_write_text(meta_path, json.dumps(meta, ensure_ascii=False, indent=2) + "\n")
+            RunDir(view.path).write_meta(meta)
             counts["meta"] = 1
     reward = RewardModel.from_preset(view.kg, (meta.get("reward") or {}).get("preset") if meta_path.exists() else None)
     questions: dict[str, dict[str, Question]] = {}
+    def question(obj: dict[str, Any]) -> Question | None:
+        split = obj.get("split", "eval")
+        if split not in questions:
+            qfile = view.questions_file(split)
+            questions[split] = {q.id: q for _, q in iter_jsonl(qfile, Question)} if qfile.exists() else {}
+        return questions[split].get(obj.get("ex_id"))
+
     for file in _episode_files(view.path):
-        lines, changed = [], 0
-        for _, obj in iter_jsonl(file):
-            split = obj.get("split", "eval")
-            if split not in questions:
-                qfile = view.questions_file(split)
-                questions[split] = {q.id: q for _, q in iter_jsonl(qfile, Question)} if qfile.exists() else {}
-            changed += migrate_episode(obj, questions[split].get(obj.get("ex_id")), reward)
-            lines.append(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+        changed = RunDir(file.parent).edit_episodes(lambda obj: migrate_episode(obj, question(obj), reward))
         if changed:
-            atomic_write_text(file, "".join(lines))
             counts["episodes"] += changed
             counts["files"] += 1
     counts["metrics"] = _migrate_metrics(RunView.open(path, data_dir=data_dir, kg=kg))
