@@ -178,17 +178,7 @@ class RunDir:
         >>> run.edit_episodes(lambda ep: True)
         0
         """
-        path = self.episodes_path
-        if not path.exists():
-            return 0
-        self._repair_tail()
-        lines, changed = [], 0
-        for _, obj in iter_jsonl(path):
-            changed += bool(edit(obj))
-            lines.append(dumps_line(obj))
-        if changed:
-            atomic_write_text(path, "".join(lines))
-        return changed
+        return self._rewrite(lambda obj: (True, bool(edit(obj))))
 
     def keep_episodes(self, keep: Callable[[dict[str, Any]], bool]) -> int:
         """Rewrite episodes.jsonl (atomically) with the lines ``keep`` accepts; returns how many
@@ -200,19 +190,28 @@ class RunDir:
         >>> run.keep_episodes(lambda ep: True)
         0
         """
+        def visit(obj: dict[str, Any]) -> tuple[bool, bool]:
+            kept = bool(keep(obj))
+            return kept, not kept
+
+        return self._rewrite(visit)
+
+    def _rewrite(self, visit: Callable[[dict[str, Any]], tuple[bool, bool]]) -> int:
+        """The one rewrite of episodes.jsonl: ``visit`` says of each line (keep it, changed
+        something); the file is replaced atomically when anything changed; returns the count."""
         path = self.episodes_path
         if not path.exists():
             return 0
         self._repair_tail()  # a line half-written by a kill would otherwise fail to parse
-        kept, dropped = [], 0
+        lines, changed = [], 0
         for _, obj in iter_jsonl(path):
-            if keep(obj):
-                kept.append(dumps_line(obj))
-            else:
-                dropped += 1
-        if dropped:
-            atomic_write_text(path, "".join(kept))
-        return dropped
+            kept, touched = visit(obj)
+            changed += touched
+            if kept:
+                lines.append(dumps_line(obj))
+        if changed:
+            atomic_write_text(path, "".join(lines))
+        return changed
 
     def drop_episodes(self, phase: str) -> int:
         """Remove every episode of ``phase`` (a phase re-run from scratch on resume)."""
