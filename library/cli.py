@@ -381,6 +381,10 @@ def train(
     stop_after: str = typer.Option(None, "--stop-after",
                                    help="End the run after this phase (base | sft | rsft | grpo); "
                                         "continue it later with --resume."),
+    from_run: Path = typer.Option(None, "--from",
+                                  help="Start from this run's base and SFT phases (copied into --run) and train "
+                                       "only the RL phases: another RL recipe on the same SFT. Refused where "
+                                       "these settings would have trained another SFT."),
 ) -> None:
     """Post-train a model: base -> SFT -> RSFT -> GRPO, with eval after each phase, into one run folder.
 
@@ -424,6 +428,8 @@ def train(
     run_dir = run if run is not None else DEFAULT_RUNS_ROOT / new_run_id()
     if stop_after is not None and stop_after not in config.phases():
         fail(f"--stop-after {stop_after}: not a phase of this run ({', '.join(config.phases())})")
+    if from_run is not None and (run is None or processes > 1 or launched_world_size() > 1):
+        fail("--from needs --run NEW (the new run's folder) and one process")
     if run is None and launched_world_size() > 1:  # `accelerate launch` without --run: one folder for all
         run_dir = Path(from_main_process(str(run_dir)))
     if processes > 1 and launched_world_size() == 1:
@@ -434,12 +440,23 @@ def train(
     from library.experiments import ExperimentError, run_experiments
 
     try:
+        if from_run is not None:
+            from library.train.fork import fork_run, is_fork_of
+
+            if not (run_dir / "meta.json").exists():
+                fork_run(from_run, run_dir, config, backend=backend)
+                console.print(f"  {run_dir}: base and SFT from {from_run}; training the RL phases")
+            elif not is_fork_of(run_dir, from_run):
+                fail(f"{run_dir} already holds a run that is not forked from {from_run}; choose another --run")
+            resume = True  # a fork, new or interrupted, goes on as a resumed run
         result = run_training_with_backend(config, run_dir, backend=backend, resume=resume, console=console,
                                            load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
                                            eval_device=eval_device, stop_after=stop_after)
         if result.read_meta().get("status") == "complete":  # the experiments the profile enables, beside the phases
             run_experiments(config, result.path, console=console)
     except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError, DataFileError) as exc:
+        fail(exc)
+    except ValueError as exc:  # settings the data cannot serve (e.g. prompt lengths no split has)
         fail(exc)
     console.print(str(result.path))
 

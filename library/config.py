@@ -63,7 +63,10 @@ class ConfigError(ValueError):
 #: chain of the data it trains on (3 on the paper's 1-3 hops, 2 on a shallow graph's 1-2), read
 #: from the data's stats.json when the config is loaded (:func:`trained_hops`).
 LONGEST = "longest"
-HopLength = int | Literal["longest"]
+#: One hop past the longest training chain (4 on 1-3 hops): the length an RL phase may draw from
+#: train_hard, never SFT (SPEC: "RL prompts may be one hop longer than SFT's longest, never eval's").
+NEXT = "next"
+HopLength = int | Literal["longest", "next"]
 
 
 def trained_hops(data_dir: Path) -> tuple[int, ...]:
@@ -77,14 +80,17 @@ def trained_hops(data_dir: Path) -> tuple[int, ...]:
 
 
 def _resolve_hops(hops: list[HopLength] | None, trained: tuple[int, ...]) -> list[int] | None:
-    """``hops`` with :data:`LONGEST` read as the longest of ``trained``.
+    """``hops`` with :data:`LONGEST` read as the longest of ``trained`` and :data:`NEXT` as one more.
 
     >>> _resolve_hops(["longest"], (1, 2)), _resolve_hops([2, 3], (1, 2, 3)), _resolve_hops(None, (1,))
     ([2], [2, 3], None)
+    >>> _resolve_hops(["next"], (1, 2, 3))
+    [4]
     """
     if hops is None:
         return None
-    return list(dict.fromkeys(max(trained) if h == LONGEST else h for h in hops))
+    named = {LONGEST: max(trained), NEXT: max(trained) + 1}
+    return list(dict.fromkeys(named.get(h, h) if isinstance(h, str) else h for h in hops))
 
 
 class _Strict(BaseModel):
@@ -149,7 +155,8 @@ class RSFTSettings(_Strict):
     distribution: Distribution = "easy"
     # Hop lengths the easy prompts are drawn from (None: every length in train.jsonl). "longest"
     # (3 on 1-3-hop data): RL learns where SFT is sometimes wrong; dev (n=100, 3 seeds) +4.0
-    # points each seed against -2.0 to 0.0 for 1-3-hop prompts (findings 34-36).
+    # points each seed against -2.0 to 0.0 for 1-3-hop prompts (findings 34-36). "next" (4 on
+    # 1-3-hop data) draws train_hard's questions one hop past SFT's longest chain.
     prompt_hops: list[HopLength] | None = Field(default_factory=lambda: [LONGEST])
     n_prompts: int = Field(96, ge=1)  # x k_samples, from training questions SFT did not show
     k_samples: int = Field(4, ge=1)
@@ -191,6 +198,9 @@ class GRPOSettings(_Strict):
     # policy's pass rate instead gained nothing on dev (docs/FINDINGS.md findings 53-55, 63-64) and
     # was removed.
     n_prompts: int = Field(120, ge=1)
+    # Hop lengths of those prompts (None: every length in train.jsonl, hop-balanced). A training
+    # length draws from train.jsonl (held out of SFT); "next" from train_hard, one hop past SFT.
+    prompt_hops: list[HopLength] | None = None
     reward_preset: RewardPreset = "paper+edges"
     # Sample the groups with library.model.generate (shared prefill per group) through TRL's
     # rollout_func, instead of TRL's model.generate.
@@ -336,10 +346,16 @@ class TrainConfig(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
         # hop lengths named "longest" are the data's own (stats.json), never an assumed 3
-        if LONGEST in [*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ())]:
+        named = [h for h in (*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ()),
+                             *(self.grpo.prompt_hops or ())) if isinstance(h, str)]
+        if named:
             trained = trained_hops(self.data_dir)
+            if NEXT in (self.sft.question_hops or ()):
+                raise ValueError(f"sft.question_hops: {NEXT!r} is one hop past the training questions; "
+                                 "SFT trains on train.jsonl's lengths only")
             self.sft.question_hops = _resolve_hops(self.sft.question_hops, trained)
             self.rsft.prompt_hops = _resolve_hops(self.rsft.prompt_hops, trained)
+            self.grpo.prompt_hops = _resolve_hops(self.grpo.prompt_hops, trained)
         if self.grpo.enabled and self.grpo.init_from == "rsft" and not self.rsft.enabled:
             raise ValueError("grpo.init_from is 'rsft' but rsft is disabled")
         if self.ablation.enabled and not self.grpo.enabled:

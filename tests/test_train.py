@@ -212,6 +212,30 @@ def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
         make_selection(tiny_config(data_dir, rsft={"prompt_hops": [9]}), data)
 
 
+def test_rl_prompts_may_reach_one_hop_past_sft_never_eval_or_dev(tmp_path):
+    """prompt_hops ["next"]: RSFT and GRPO draw train_hard's questions one hop past the longest
+    training chain (4 on these 1-3 hops), disjoint from each other; further is refused, SFT may not."""
+    from library.config import ConfigError
+    from library.train.data import LeakageError, assert_training_only, load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    data = load_data(tiny_config(data_dir))
+    config = tiny_config(data_dir, rsft={"prompt_hops": ["next"], "n_prompts": 1},
+                         grpo={"prompt_hops": ["next"], "n_prompts": 1})
+    assert config.rsft.prompt_hops == [4] and config.grpo.prompt_hops == [4]
+    sel = make_selection(config, data)
+    assert [q.split for q in sel.rsft_prompts + sel.grpo_pool] == ["train_hard", "train_hard"]
+    assert {q.hop_len for q in sel.rsft_prompts + sel.grpo_pool} == {4}
+    assert sel.rsft_prompts[0].id != sel.grpo_pool[0].id
+    with pytest.raises(ValueError, match=r"at most one hop longer .* at most 4"):
+        make_selection(tiny_config(data_dir, rsft={"prompt_hops": [5]}), data)
+    with pytest.raises((ValueError, ConfigError), match="SFT trains on train.jsonl's lengths only"):
+        tiny_config(data_dir, sft={"question_hops": ["next"]})
+    dev_question = data.train_hard[0].model_copy(update={"split": "dev"})
+    with pytest.raises(LeakageError):
+        assert_training_only([dev_question])
+
+
 def test_pipeline_completes_with_valid_logs(trained):
     from library.contracts import Episode
 
@@ -718,3 +742,37 @@ def test_the_library_never_imports_research_code():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(repo)}: {n}" for n in names if n == "research" or n.startswith("research.")]
     assert found == []
+
+
+def test_fork_trains_rl_again_on_the_same_sft(trained, tmp_path):
+    """kgr train --from: base and SFT copied (episodes, metrics, model), the RL phases trained
+    under the new settings; settings that would have trained another SFT are refused."""
+    from library.train.bookkeeping import ResumeError
+    from library.train.fork import fork_run, is_fork_of
+    from library.train.pipeline import run_training
+
+    run, config, _ = trained
+    rl = config.model_copy(update={"rsft": config.rsft.model_copy(update={"prompt_hops": [4], "n_prompts": 1}),
+                                   "grpo": config.grpo.model_copy(update={"reward_preset": "correctness"})})
+    other_sft = config.model_copy(update={"sft": config.sft.model_copy(update={"learning_rate": 1e-3})})
+    with pytest.raises(ResumeError, match="sft.learning_rate"):
+        fork_run(run.path, tmp_path / "no", other_sft)
+    moved_pool = config.model_copy(update={"grpo": config.grpo.model_copy(update={"prompt_hops": [3]})})
+    with pytest.raises(ResumeError, match="other sft questions"):
+        fork_run(run.path, tmp_path / "no", moved_pool)
+    assert not (tmp_path / "no").exists()
+
+    fork = run_training(rl, fork_run(run.path, tmp_path / "fork", rl).path, resume=True)
+    meta = fork.read_meta()
+    assert meta["status"] == "complete" and meta["forked_from"]["phases"] == ["base", "sft"]
+    assert meta["config"]["rsft"]["prompt_hops"] == [4] and meta["reward"]["preset"] == "correctness"
+    assert [q for q in meta["selection"]["rsft_prompts"]["splits"]] == ["train_hard"]
+    same = lambda r, p: [e.model_dump(mode="json") for e in r.read_episodes(phase=p)]  # noqa: E731
+    assert same(fork, "sft") == same(run, "sft") and same(fork, "base") == same(run, "base")
+    assert {e.split for e in fork.read_episodes(phase="rsft") if e.kind == "rollout"} == {"train_hard"}
+    assert fork.read_metrics()["eval"]["sft"] == run.read_metrics()["eval"]["sft"]
+    assert set(fork.read_metrics()["comparisons"]) >= {"rsft-sft", "grpo-sft"}
+    with pytest.raises(ResumeError, match="already holds files"):
+        fork_run(run.path, fork.path, rl)
+    assert is_fork_of(fork.path, run.path) and not is_fork_of(run.path, fork.path)
+    assert not list(tmp_path.glob("*.forking")) and not (fork.path / "adapters" / "rsft").samefile(run.path / "adapters" / "rsft")

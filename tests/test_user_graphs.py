@@ -165,3 +165,25 @@ def test_sizes_fit_the_graph_and_a_refusal_names_what_it_gives(graphs, tmp_path)
     command = shlex.split(said.split("`")[1])
     assert _kgr(*command[1:], "--out", tmp_path / "narrow").exit_code == 0
     assert sum(_stats(tmp_path / "narrow")["counts"]["eval"].values()) == int(command[command.index("--n-eval") + 1])
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_the_quick_profile_finds_every_phase_its_questions_on_each_graph(graphs, checked, name):
+    """The quick profile on each graph's `kgr data` output: SFT on its longest training chain, RSFT
+    one hop past it from train_hard (a shallow graph's 600 SFT rows take every 2-hop question, so
+    RSFT could draw none from train), GRPO on held-out training questions; nothing from eval or dev."""
+    from library.config import load_config
+    from library.train.data import assert_training_only, load_data, make_selection
+
+    _, _, planned = checked[name]
+    config = load_config("quick", {"data_dir": str(planned), "kg_path": str(graphs[name]),
+                                   "rsft": {"prompt_hops": ["next"]}})
+    longest = max(int(h) for h in _stats(planned)["counts"]["train"])
+    data = load_data(config)
+    sel = make_selection(config, data)
+    assert {q.hop_len for q in sel.sft} == {longest} and sel.grpo_pool
+    assert len(sel.rsft_prompts) == config.rsft.n_prompts and {q.hop_len for q in sel.rsft_prompts} == {longest + 1}
+    assert {q.split for q in sel.rsft_prompts} == {"train_hard"}
+    held_out = {q.id for q in data.eval + data.eval_shuffled + data.dev}
+    for part in (sel.sft, sel.rsft_prompts, sel.grpo_pool):
+        assert_training_only(part, held_out)

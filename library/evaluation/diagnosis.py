@@ -222,16 +222,20 @@ def diagnose_run(run_dir: str | Path, *, split: str = "eval", data_dir: str | Pa
 def longest_trained(run: Any) -> int | None:
     """The most steps of a chain the run could train on: the longest question of its training
     split, and of ``train_hard`` where its RSFT or GRPO prompts may come from there (RSFT's
-    ``hard`` or ``mix`` distribution, ``grpo.pool.splits``); None where the run's data folder
-    has no training split. A training file that is there and broken is an error (DataFileError)."""
+    ``hard`` or ``mix`` distribution, ``grpo.pool.splits`` of older runs), or the longest RL
+    prompt length (``prompt_hops``, one past SFT's with ``next``); None where the run's data
+    folder has no training split. A training file that is there and broken is an error (DataFileError)."""
     config = run.config or {}
-    rsft, pool = config.get("rsft") or {}, (config.get("grpo") or {}).get("pool") or {}
+    rsft, grpo = config.get("rsft") or {}, config.get("grpo") or {}
+    pool = grpo.get("pool") or {}
     splits = ["train"]
     if (rsft.get("enabled", True) and rsft.get("distribution") in ("hard", "mix")) or "train_hard" in (pool.get("splits") or []):
         splits.append("train_hard")
     if not run.questions_file("train").is_file():
         return None
-    return max((q.hop_len for split in splits for q in run.questions(split).values()), default=None)
+    rl = [h for section in (rsft, grpo) if section.get("enabled", True)
+          for h in (section.get("prompt_hops") or ()) if isinstance(h, int)]
+    return max((*(q.hop_len for split in splits for q in run.questions(split).values()), *rl), default=None)
 
 
 def diagnose_view(run: Any, split: str = "eval") -> dict[str, dict[str, Any]]:

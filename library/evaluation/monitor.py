@@ -237,7 +237,7 @@ class Warmup:
     def trace_chars_z(self, mean_chars: float, settings: MonitorSettings) -> float:
         """How far a step's mean TRACE length sits above the warm-up mean, in warm-up standard
         deviations of one TRACE (floored). One TRACE's spread, not the standard error of a mean:
-        steps draw different prompts (1 to 3 hops), so step means vary far more than sampling
+        steps draw prompts of different lengths, so step means vary far more than sampling
         alone explains, and a standard-error z flagged the quick run's honest steps."""
         n = len(self.trace_chars)
         mean = sum(self.trace_chars) / n

@@ -2,8 +2,9 @@
 every phase draws from them, with the guard that keeps eval out of training.
 
 SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL set); RSFT
-samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool; eval is
-a hop-balanced subset of eval.jsonl. :func:`assert_training_only` runs on every training set.
+samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool; either RL
+phase may draw train_hard's questions one hop past SFT's longest (``prompt_hops: [next]``,
+:func:`rl_candidates`); eval is a hop-balanced subset of eval.jsonl. :func:`assert_training_only` runs on every training set.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from library.questions.wording import reference_completion
 # A run's settings (library.config.TrainConfig) are passed in, not imported: this module stays
 # below the config in the import levels.
 
-#: Splits nothing may train on (the shuffled copy is eval with its options reordered).
-EVAL_SPLITS = frozenset({"eval", "eval_shuffled"})
+#: Splits nothing may train on (the shuffled copy is eval with its options reordered; dev is
+#: where recipes are chosen, so RL's train_hard prompts must never be dev's).
+EVAL_SPLITS = frozenset({"eval", "eval_shuffled", "dev"})
 
 
 @dataclass
@@ -80,7 +82,8 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
     eval_sub = select_balanced(data.eval, config.eval.n_eval, f"{seed}:eval")
     shuffled_by_source = {q.meta.get("shuffled_from", q.id.removesuffix("-shuf")): q for q in data.eval_shuffled}
     eval_shuf = [shuffled_by_source[q.id] for q in eval_sub if q.id in shuffled_by_source] if config.eval.shuffled else []
-    grpo_pool = select_balanced(data.train, config.grpo.n_prompts, f"{seed}:grpo") if config.grpo.enabled else []
+    grpo_pool = (select_balanced(rl_candidates(data, config.grpo.prompt_hops, "grpo.prompt_hops"), config.grpo.n_prompts,
+                                 f"{seed}:grpo") if config.grpo.enabled else [])
     grpo_ids = {q.id for q in grpo_pool}
     not_rl = [q for q in data.train if q.id not in grpo_ids]
     hops = set(config.sft.question_hops or ())
@@ -93,7 +96,10 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
     sft_ids = {q.id for q in sft}
     rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
     if config.rsft.prompt_hops:
-        rsft_pool = [q for q in rsft_pool if q.hop_len in set(config.rsft.prompt_hops)]
+        hops = set(config.rsft.prompt_hops)
+        beyond = [q for q in rl_candidates(data, sorted(hops), "rsft.prompt_hops")
+                  if q.split == "train_hard" and q.id not in grpo_ids]
+        rsft_pool = [q for q in rsft_pool if q.hop_len in hops] + beyond
         if not rsft_pool:
             raise ValueError(f"rsft.prompt_hops {sorted(config.rsft.prompt_hops)}: no training question "
                              "outside SFT and the GRPO pool has these hop lengths")
@@ -104,6 +110,30 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
         assert_training_only(qs, forbidden)
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
                      eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden)
+
+
+def rl_candidates(data: DataBundle, hops: Sequence[int] | None, setting: str) -> list[Any]:
+    """The questions an RL phase may draw prompts of these hop lengths from: train.jsonl's at its
+    own lengths, train_hard's at the one length past the longest training chain (SFT never sees
+    train_hard, and eval and dev are built apart from it); ``None``: all of train.jsonl.
+    A length further out, or one no split has, is a ValueError naming ``setting``."""
+    if hops is None:
+        return list(data.train)
+    longest = max((q.hop_len for q in data.train), default=0)
+    too_long = sorted(h for h in hops if h > longest + 1)
+    if too_long:
+        raise ValueError(f"{setting} {sorted(hops)}: RL prompts may be at most one hop longer than the longest "
+                         f"training chain ({longest}), so at most {longest + 1} ('next'), not {too_long}")
+    out = [q for q in data.train if q.hop_len in hops]
+    if longest + 1 in hops:
+        hard = [q for q in data.train_hard if q.hop_len == longest + 1]
+        if not hard:
+            raise ValueError(f"{setting} {sorted(hops)}: train_hard has no {longest + 1}-hop question to draw from "
+                             f"(kgr data writes train_hard at the eval lengths)")
+        out += hard
+    if not out:
+        raise ValueError(f"{setting} {sorted(hops)}: no training question has these hop lengths")
+    return out
 
 
 def assert_training_only(questions: Iterable[Any], forbidden_ids: Iterable[str] = ()) -> None:

@@ -26,8 +26,10 @@ its newest checkpoint, and the episodes it had logged are cut back to what the c
 covers (eval episodes of an unfinished phase are always redone), so no episode is duplicated.
 
 Data discipline: SFT trains on train.jsonl minus the GRPO pool (the paper keeps a disjoint RL
-set); RSFT samples training prompts only (easy: train, hard: train_hard); GRPO samples the pool.
-Every training phase asserts that no eval or eval_shuffled id reaches it.
+set); RSFT samples training prompts only (easy: train, hard: train_hard; ``prompt_hops: [next]``:
+train_hard's questions one hop past SFT's longest); GRPO samples the pool. Every training phase
+asserts that no eval, eval_shuffled or dev question reaches it. ``kgr train --from RUN`` starts a
+run from RUN's base and SFT phases (library/train/fork.py) and trains only the RL phases.
 
 Backends: ``torch`` (default; CPU/CUDA/MPS), ``mlx`` (Apple Silicon; Linux x86-64 via mlx-cpu:
 tests/test_backend_mlx.py runs it end to end, not yet run on a Mac) and ``unsloth`` (NVIDIA CUDA;

@@ -2,8 +2,9 @@
 
 The public attempt's headline number came from rejection sampling **on the evaluation
 questions**. Here the prompts come only from the training splits (``train`` = 1-3 hops,
-``train_hard`` = held-out 4-5-hop training questions), and :func:`assert_training_only` raises
-before any sampling if a prompt is an eval question (by split, by id, or by the ``-shuf`` copy).
+``train_hard`` = held-out 4-5-hop training questions, of which ``prompt_hops: [next]`` takes the
+4-hop ones), and :func:`assert_training_only` raises before any sampling if a prompt is an eval
+or dev question (by split, by id, or by the ``-shuf`` copy).
 
 Per prompt we draw K completions from the SFT adapter, score each with the reward model, and
 keep the best by ``(total, correctness, path coverage, -trace length)``: the reward decides,
