@@ -4,7 +4,7 @@ import random
 import pytest
 
 from library.errors import DataFileError
-from library.graph.kg import KnowledgeGraph, load_kg
+from library.graph.kg import load_kg
 
 
 def test_reach_and_edges(tiny_kg):

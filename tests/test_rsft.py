@@ -3,8 +3,6 @@ training continues the SFT adapter on the winners only, and a rerun reuses its r
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 
