@@ -213,8 +213,9 @@ def test_reach_tells_what_a_three_step_training_chain_can_show_of_a_departure():
 
 
 def test_committed_quick_sft_leaves_most_wrong_answers_beyond_what_training_chains_show():
-    # The measurement behind docs/FINDINGS.md finding 65 (seed 0), read from the committed log.
-    report = diagnose_run(REPO / "data" / "runs" / "quick")
+    # The measurement behind docs/FINDINGS.md finding 65 (seed 0), read from the committed log of
+    # the quick run it measured (RSFT on 3-hop prompts; data/runs/quick until finding 66).
+    report = diagnose_run(REPO / "data" / "experiments" / "quick-rsft-3hop")
     sft = report["sft"]
     assert sft["longest_trained"] == 3
     assert sft["wrong_by_reach"] == {"fact": 6, "within": 2, "beyond": 20}
@@ -242,10 +243,14 @@ def test_reach_needs_the_runs_training_split_and_a_broken_one_is_an_error(tmp_pa
     (data / "train.jsonl").write_text("{not json\n")
     with pytest.raises(DataFileError):
         longest_trained(RunView.open(REPO / "data" / "runs" / "quick", data_dir=data))
-    # RSFT on 4-5-hop prompts (train_hard) lengthens what the run trained on
+    # RSFT on 4-5-hop prompts (train_hard) lengthens what the run trained on; quick's RSFT draws
+    # 4-hop prompts (prompt_hops [4]: one past SFT's 3), and a run without RL prompt lengths reads 3
     hard = RunView.open(REPO / "data" / "runs" / "quick")
     hard.config["rsft"] = {**hard.config.get("rsft", {}), "distribution": "hard"}
-    assert longest_trained(hard) == 5 and longest_trained(RunView.open(REPO / "data" / "runs" / "quick")) == 3
+    assert longest_trained(hard) == 5 and longest_trained(RunView.open(REPO / "data" / "runs" / "quick")) == 4
+    sft_only = RunView.open(REPO / "data" / "runs" / "quick")
+    sft_only.config["rsft"] = {**sft_only.config["rsft"], "prompt_hops": [3]}
+    assert longest_trained(sft_only) == 3
 
 
 def test_on_the_branching_food_run_every_wrong_answer_is_placed_once():
