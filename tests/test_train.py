@@ -678,9 +678,13 @@ def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():
     assert comparable_config({**recorded, "seed": 1}) != comparable_config(config)
 
 
+#: quick's RSFT before finding 66 (3-hop prompts, a 94-token window), which the older runs trained with
+QUICK_RSFT_3HOP = {"rsft": {"prompt_hops": [3], "max_new_tokens": 94}}
+
+
 @pytest.mark.parametrize("name, profile, overrides", [
-    ("quick", None, {}),
-    ("mammals", None, {}),
+    ("../experiments/quick-rsft-3hop", None, QUICK_RSFT_3HOP),
+    ("../experiments/mammals-rsft-3hop", None, QUICK_RSFT_3HOP),
     # the full profile at the batch sizes and draws' precision the reference run was trained with
     ("reference", None, {"eval": {"batch_size": 64}, "rsft": {"gen_batch_size": 32},
                          "generation": {"sampling_precision": "generation"}}),
@@ -707,6 +711,20 @@ def test_the_committed_runs_compare_as_their_profiles_with_the_retired_settings_
                     {"sft": {**recorded["sft"], "extra_questions": {"1": 150}}},
                     {"grpo": {**recorded["grpo"], "pool": {"by_pass_rate": True}}}):
         assert comparable_config({**recorded, **retired}) != comparable_config(config)
+
+
+@pytest.mark.parametrize("name", ["quick", "mammals"])
+def test_the_canonical_quick_runs_are_todays_quick_profile(name):
+    """data/runs/quick and data/runs/mammals were trained (their RL phases forked from an older
+    run's SFT, library/train/fork.py) with today's quick profile: `kgr train --resume` reads them as such."""
+    from library.experiments import run_profile
+    from library.runs.folder import RunDir
+    from library.train.bookkeeping import comparable_config
+
+    run = RunDir.open(Path(__file__).resolve().parents[1] / "data" / "runs" / name)
+    meta = run.read_meta()
+    assert meta["profile"] == "quick" and meta["forked_from"]["phases"] == ["base", "sft"]
+    assert comparable_config(meta["config"]) == comparable_config(run_profile(run))
 
 
 def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):
