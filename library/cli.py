@@ -454,9 +454,8 @@ def train(
                                            eval_device=eval_device, stop_after=stop_after)
         if result.read_meta().get("status") == "complete":  # the experiments the profile enables, beside the phases
             run_experiments(config, result.path, console=console)
-    except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError, DataFileError) as exc:
-        fail(exc)
-    except ValueError as exc:  # settings the data cannot serve (e.g. prompt lengths no split has)
+    # ValueError: settings the data cannot serve (e.g. RL prompt lengths no split has)
+    except (ResumeError, BackendUnavailable, ExperimentError, RunLockedError, DataFileError, ValueError) as exc:
         fail(exc)
     console.print(str(result.path))
 

@@ -96,10 +96,10 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
     sft_ids = {q.id for q in sft}
     rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
     if config.rsft.prompt_hops:
-        hops = set(config.rsft.prompt_hops)
-        beyond = [q for q in rl_candidates(data, sorted(hops), "rsft.prompt_hops")
+        rsft_hops = set(config.rsft.prompt_hops)
+        beyond = [q for q in rl_candidates(data, sorted(rsft_hops), "rsft.prompt_hops")
                   if q.split == "train_hard" and q.id not in grpo_ids]
-        rsft_pool = [q for q in rsft_pool if q.hop_len in hops] + beyond
+        rsft_pool = [q for q in rsft_pool if q.hop_len in rsft_hops] + beyond
         if not rsft_pool:
             raise ValueError(f"rsft.prompt_hops {sorted(config.rsft.prompt_hops)}: no training question "
                              "outside SFT and the GRPO pool has these hop lengths")

@@ -17,7 +17,6 @@ library knows.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import shutil
@@ -26,12 +25,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from library import __version__
 from library.config import TrainConfig
+from library.jsonl import iter_jsonl
 from library.model.distributed import process_summary
 from library.runs.folder import RunDir
-from library.train.bookkeeping import (ResumeError, TRAINED_MARKER, comparable_config, config_differences,
-                                       platform_info)
+from library.train.bookkeeping import ResumeError, TRAINED_MARKER, build_meta, comparable_config, config_differences
 from library.train.data import load_data, make_selection
 from library.train.rewards import run_rewards
 
@@ -81,25 +79,11 @@ def fork_run(source: str | Path, dest: str | Path, config: TrainConfig, backend:
         if [q.id for q in getattr(was, part)] != [q.id for q in getattr(now, part)]:
             raise ResumeError(f"these settings draw other {part} questions than {src.path}'s (the GRPO pool is held "
                               f"out of SFT; a grpo.n_prompts or grpo.prompt_hops that moves it moves SFT's rows)")
-    new = {k: v for k, v in meta.items() if k not in ("finished", "wall_seconds", "resumed", "estimate",
-                                                       "generation_windows")}
-    new.update({
-        "run_id": dst.name,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "profile": config.profile,
-        "config": config.to_meta(),
-        "hyperparameters": {s: getattr(config, s).model_dump(mode="json")
-                            for s in ("sft", "rsft", "grpo", "eval", "distribution")},
-        "reward": run_rewards(config, data.kg).meta(),
-        "library_version": __version__,
-        "platform": platform_info(config.threads),
-        "processes": process_summary(),
-        "selection": now.summary(),
-        "phases": config.phases(),
-        "phases_completed": list(COPIED),
-        "status": "running",
-        "forked_from": {"run": str(src.path), "run_id": meta.get("run_id"), "phases": list(COPIED)},
-    })
+    # meta.json as a fresh run of ``config`` writes it, with the source's model, backend and lineage
+    new = build_meta(config, RunDir(dst), data, now, meta["model"], run_rewards(config, data.kg))
+    new.update({k: meta[k] for k in ("backend", "backend_options") if k in meta})
+    new.update({"processes": process_summary(), "phases_completed": list(COPIED),
+                "forked_from": {"run": str(src.path), "run_id": meta.get("run_id"), "phases": list(COPIED)}})
 
     work = dst.with_name(dst.name + ".forking")
     shutil.rmtree(work, ignore_errors=True)  # what an interrupted fork left
@@ -112,8 +96,7 @@ def fork_run(source: str | Path, dest: str | Path, config: TrainConfig, backend:
             (work / "checkpoints" / phase).mkdir(parents=True)
             # "training finished" for the pipeline; not the trainer's state (1.7 GB for a full SFT)
             shutil.copy2(src.path / "checkpoints" / phase / TRAINED_MARKER, work / "checkpoints" / phase / TRAINED_MARKER)
-        out.append_episodes(json.loads(line) for line in src.episodes_path.read_text(encoding="utf-8").splitlines()
-                            if line.strip() and json.loads(line).get("phase") in COPIED)
+        out.append_episodes(obj for _, obj in iter_jsonl(src.episodes_path) if obj.get("phase") in COPIED)
         out.write_metrics(_copied_metrics(src.read_metrics()))
         out.write_meta(new)
     (work / ".lock").unlink(missing_ok=True)

@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> dict:
     from library.model.precision import run_precision
     from library.runs.folder import RunDir
     from library.train.checkpoints import load_phase_model
+    from library.train.fork import is_fork_of
     from research.sweeps.dev_judge import DevJudge
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,8 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     first = RunDir.open(args.runs[0])
     later = [RunDir.open(r) for r in args.runs[1:]]
     for run in later:  # every RL adapter goes on the first run's SFT model: it must be theirs too
-        source = (run.read_meta().get("forked_from") or {}).get("run")
-        if source is None or Path(source).resolve() != first.path.resolve():
+        if not is_fork_of(run.path, first.path):
             raise SystemExit(f"{run.path} is not forked from {first.path} (kgr train --from): its SFT may differ")
     config = run_profile(first)
     out: dict = {"n_dev": args.n_dev, "baseline": f"{first.path}:sft", "dev": {}}
