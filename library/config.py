@@ -33,7 +33,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from library.questions.dataset import DatasetConfig, split_hops
+from library.errors import DataFileError
+from library.questions.dataset import DatasetConfig, source_kg, split_hops
 from library.scoring.presets import parse_preset
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
@@ -280,6 +281,10 @@ class EvalSettings(_Strict):
     # own; None: all). Before SFT it never follows the answer format (0% in every run so far), so
     # its answers cost a full window each and show one thing: where training starts.
     n_eval_base: int | None = Field(None, ge=1)
+    # The phases before the last (SFT; RSFT where GRPO follows) answer this many of them
+    # (hop-balanced, the same ones for each, and the base model's are drawn from them, so every
+    # pair of phases is compared on shared questions; None: all). The last phase answers all n_eval.
+    n_eval_between: int | None = Field(None, ge=1)
     n_train_sample: int = Field(64, ge=0)
     shuffled: bool = True
     # Phases whose answers are also measured on the option-shuffled copy (None: every phase).
@@ -319,12 +324,24 @@ class AblationSettings(_Strict):
     reward_preset: RewardPreset = "paper+edges+correctness"
 
 
+def _splits_kg(data_dir: Path) -> Path:
+    """The KG ``data_dir``'s splits came from; data/kg.json where the folder holds none yet."""
+    try:
+        return source_kg(data_dir)
+    except DataFileError as exc:
+        if (Path(data_dir) / "stats.json").exists():
+            raise ValueError(str(exc)) from None
+        return Path("data/kg.json")
+
+
 class TrainConfig(_Strict):
     profile: str = "default"
     model: str = "embedded"
     seed: int = 0
     data_dir: Path = Path("data")
-    kg_path: Path = Path("data/kg.json")
+    # None: the KG data_dir's splits were generated from (its stats.json), so a profile naming
+    # another graph's splits never teaches data/kg.json's facts beside them
+    kg_path: Path | None = None
     threads: int | None = 2  # torch intra-op threads; None leaves torch's default
     # Time this machine at start-up (seconds) and print how long each phase will take
     # (library/train/estimate.py); meta.json keeps the estimate beside the measured timings.
@@ -345,6 +362,8 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
+        if self.kg_path is None:
+            self.kg_path = _splits_kg(self.data_dir)
         # hop lengths named "longest" are the data's own (stats.json), never an assumed 3
         named = [h for h in (*(self.sft.question_hops or ()), *(self.rsft.prompt_hops or ()),
                              *(self.grpo.prompt_hops or ())) if isinstance(h, str)]

@@ -32,7 +32,7 @@ def test_quick_names_the_30_questions_its_sft_gain_is_paired_on():
     title, end = shots[0], shots[-1]
     assert "Paired on 150" not in end.payload["footer"]
     assert end.payload["footer"].startswith("Paired on 30 (SFT), 150 (RSFT), 150 (GRPO) questions")
-    assert "SFT added 73 points, on the 30 questions both were asked;" in end.narration
+    assert "SFT added 73 points, on 30 shared questions;" in end.narration
     assert "n = 150 (Base: 30)" in title.payload["footer"]
     description = resolve_upload(sb, data)["description"]
     assert "Base 0% (n = 30)" in description and "SFT 81% (n = 150)" in description
@@ -43,7 +43,7 @@ def test_quick_names_the_30_questions_its_sft_gain_is_paired_on():
 def test_a_run_that_evaluated_every_phase_on_the_same_questions_names_one_n(storyboard):
     sb, data = load(storyboard, "reference")
     said = " ".join(s.narration + " " + s.caption + " " + json.dumps(s.payload) for s in resolve_shots(sb, data))
-    assert "both were asked" not in said and "(Base:" not in said
+    assert "both were asked" not in said and "shared questions" not in said and "(Base:" not in said
     if storyboard == "short":
         assert "Paired on 300 questions;" in said
     assert "n = 300" in upload_text(resolve_upload(sb, data), [], [])

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from library.cli import app
 from library.contracts import LETTERS, Question
 from library.jsonl import read_jsonl
 from library.graph.kg import KnowledgeGraph, load_kg
@@ -496,6 +499,36 @@ def test_committed_keyed_data_is_what_the_generator_writes(tmp_path):
     for stats in (built, committed):
         stats["kg"].pop("source")  # the KG's path as it was passed
     assert built == committed and committed["step_order"] == "keyed"
+
+
+def test_committed_demo_data_is_what_make_demo_data_writes(tmp_path):
+    """`make demo-data`'s two commands, read from the Makefile and run into tmp_path, rebuild
+    data/demo byte for byte, and the demo profile trains on that slice's own facts."""
+    import shlex
+
+    from library.config import load_config
+
+    lines = re.search(r"^demo-data:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M).group(1)
+    commands = [shlex.split(line.strip().replace("$(BIN)/kgr", "kgr")) for line in lines.splitlines()]
+    assert [c[:3] for c in commands] == [["kgr", "kg", "slice"], ["kgr", "data", "--kg"]]
+    out = tmp_path / "demo"
+    for args in commands:
+        args = [a.replace("data/demo", str(out), 1) if a.startswith("data/demo") else a for a in args[1:]]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    committed = REPO / "data" / "demo"
+    for fname in ["kg.json", *SPLIT_FILES.values()]:
+        assert (out / fname).read_bytes() == (committed / fname).read_bytes(), fname
+    assert json.loads((committed / "stats.json").read_text())["kg"]["source"] == "data/demo/kg.json"
+    config = load_config("demo")
+    assert (config.data_dir, config.kg_path) == (Path("data/demo"), Path("data/demo/kg.json"))
+    slice_kg, whole = load_kg(committed / "kg.json"), load_kg(REAL_KG)
+    assert len(slice_kg.edges) < len(whole.edges) / 2
+    assert all(whole.has_edge(e.src, e.rel, e.dst) for e in slice_kg.edges)
+    # the eval split holds what the profile asks for, and RSFT's one-hop-longer prompts exist
+    assert len(read_jsonl(committed / "eval.jsonl", Question)) >= config.eval.n_eval
+    four = [q for q in read_jsonl(committed / "train_hard.jsonl", Question) if q.hop_len == 4]
+    assert len(four) >= config.rsft.n_prompts
 
 
 def test_try_it_reads_typed_questions_in_either_step_order_and_asks_in_the_runs(tmp_path):

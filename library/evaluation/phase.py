@@ -18,11 +18,14 @@ from library.questions.balance import select_balanced
 
 
 # ----------------------------------------------------------------------------- what is measured
-def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: int) -> dict[str, list]:
-    """The questions ``phase``'s evaluation answers, by metrics key: the eval subset (for the base
-    model, ``settings.n_eval_base`` of them, hop-balanced), its option-shuffled twin where
-    ``settings.shuffled_phases`` asks for it, and the train sample."""
+def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: int, last: bool = True) -> dict[str, list]:
+    """The questions ``phase``'s evaluation answers, by metrics key: the eval subset (before the
+    ``last`` phase ``settings.n_eval_between`` of them, for the base model ``settings.n_eval_base``
+    of those, each hop-balanced), its option-shuffled twin where ``settings.shuffled_phases`` asks
+    for it, and the train sample."""
     answered = selection.eval
+    if not last and settings.n_eval_between is not None and settings.n_eval_between < len(answered):
+        answered = select_balanced(answered, settings.n_eval_between, f"{seed}:between")
     if phase == "base" and settings.n_eval_base is not None and settings.n_eval_base < len(answered):
         answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
     shuffled_phases = settings.shuffled_phases
@@ -43,7 +46,7 @@ def traced_questions(eval_questions: list, settings: EvalSettings, seed: int) ->
 
 # ----------------------------------------------------------------------------- eval
 def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, run: Any, settings: EvalSettings,
-                   console: Console, *, seed: int, kg: Any = None) -> dict[str, dict[str, Any]]:
+                   console: Console, *, seed: int, kg: Any = None, last: bool = True) -> dict[str, dict[str, Any]]:
     """Greedy eval of ``model`` on the eval subset, its shuffled twin and the train sample, and
     fact recall (library/train/facts.py) of the (entity, relation) groups the eval chains use.
 
@@ -66,7 +69,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
     """
     kg = kg if kg is not None else reward_model.kg
     blocks = {}
-    for key, questions in phase_questions(selection, phase, settings, seed).items():
+    for key, questions in phase_questions(selection, phase, settings, seed, last).items():
         if not questions:
             continue
         t0 = time.perf_counter()

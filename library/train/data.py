@@ -168,14 +168,19 @@ def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str,
     2
     """
     excluded = set(exclude)
-    pools = {"easy": [list(train)], "hard": [list(hard)], "mix": [list(train), list(hard)]}[distribution]
+    pools = {"easy": [("train", train)], "hard": [("train_hard", hard)],
+             "mix": [("train", train), ("train_hard", hard)]}[distribution]
     rng = random.Random(f"{seed}:rsft:{distribution}")
     shares = [n // len(pools) + (1 if i < n % len(pools) else 0) for i in range(len(pools))]
     chosen: list[Any] = []
-    for pool, share in zip(pools, shares):
+    for (split, pool), share in zip(pools, shares):
         pool = sorted((q for q in pool if q.id not in excluded), key=lambda q: q.id)
         if share > len(pool):
-            raise ValueError(f"RSFT wants {share} prompts from a pool of {len(pool)}")
+            split = " and ".join(sorted({q.split for q in pool})) or split  # `easy` may hold train_hard's next hop
+            more = "--n-train-hard" if "train_hard" in split else "--n-train"
+            raise ValueError(f"RSFT wants {share} prompts (rsft.n_prompts) from {split}, which holds {len(pool)} of "
+                             f"the hop lengths it draws, SFT's rows left out: lower rsft.n_prompts, or ask `kgr data` "
+                             f"for more questions ({more})")
         chosen += rng.sample(pool, share)
     return chosen
 
