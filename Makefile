@@ -1,4 +1,4 @@
-# Two commands on a fresh machine: `make demo` (data, quick training, eval, a Short) and `make test`.
+# Two commands on a fresh machine: `make demo` (a slice of the graph, demo-size training, eval, a Short) and `make test`.
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
