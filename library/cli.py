@@ -291,7 +291,9 @@ def kg_slice(
     try:
         if out.resolve() == kg.resolve():
             raise ValueError(f"--out {out} is the graph being sliced; name another file")
-        text = kg_text(connected_slice(load_kg(kg), entities, start))
+        graph = load_kg(kg)
+        part = connected_slice(graph, entities, start)
+        text = kg_text(part)
         if out.exists() and out.read_text(encoding="utf-8") != text and not force:
             raise ValueError(f"{out} exists and holds another graph; pass --force to replace it")
         atomic_write_text(out, text)
@@ -299,9 +301,8 @@ def kg_slice(
         fail(exc)
     except OSError as exc:
         fail(f"{exc.filename or out}: cannot read or write it ({exc.strerror or exc})")
-    part = load_kg(out)
-    typer.echo(f"wrote {out}: {len(part.entities)} entities, {len(part.edges)} facts, {len(part.relations)} "
-               f"relations of {kg}'s {len(load_kg(kg).edges)} facts; next: kgr kg check {shlex.quote(str(out))}")
+    typer.echo(f"wrote {out}: {len(part['entities'])} entities, {len(part['edges'])} facts, {len(part['relations'])} "
+               f"relations of {kg}'s {len(graph.edges)} facts; next: kgr kg check {shlex.quote(str(out))}")
 
 
 @app.command()

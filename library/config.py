@@ -34,6 +34,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from library.errors import DataFileError
+from library.graph.kg import DEFAULT_KG_PATH
 from library.questions.dataset import DatasetConfig, source_kg, split_hops
 from library.scoring.presets import parse_preset
 
@@ -331,7 +332,7 @@ def _splits_kg(data_dir: Path) -> Path:
     except DataFileError as exc:
         if (Path(data_dir) / "stats.json").exists():
             raise ValueError(str(exc)) from None
-        return Path("data/kg.json")
+        return DEFAULT_KG_PATH
 
 
 class TrainConfig(_Strict):
