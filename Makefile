@@ -89,8 +89,13 @@ $(MLX_STAMP): pyproject.toml | $(STAMP)
 	$(PYTHON) -m pip install -q -e ".[mlx]"
 	touch $(MLX_STAMP)
 
+# The suite runs in one process per core, up to 4 (pytest-xdist; a test file stays in one
+# process, so its module fixtures are built once): nearly half the wall time on 2 cores
+# (docs/MEASUREMENTS.md). `pytest -q` alone still runs it in one process.
+TEST_WORKERS ?= $(shell $(PY) -c "import os; print(min(4, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1))")
+
 test: venv $(MLX_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # performance targets live here, never in unit tests (run by hand: ~25 minutes in all).
 # research sweeps (research/sweeps, ~20 minutes a case: python -m research.sweeps.<name>) are run on their own.

@@ -14,14 +14,14 @@ their TRACE where it fits there whole, otherwise one line about its stored claim
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 from manim import DOWN, LEFT, RIGHT, UP, FadeIn, FadeOut, Line, Paragraph, RoundedRectangle, VGroup
 
-from scenes import theme
 from scenes.payloads import BeforeAfterPayload, PhaseAnswer
 from scenes.theme import (
     CHAR_W, CHECK, CROSS, MUTED, NODE_STROKE, PANEL, PATH, RIGHT as RIGHT_COLOR, TEXT, WRONG, Beat, ClipScene, fit_text,
+    trial,
 )
 
 #: vertical padding inside a card (top, under the header, bottom) and between TRACE steps
@@ -112,7 +112,7 @@ class BeforeAfterScene(ClipScene):
         # a long TRACE cannot: skip measuring it (each try wraps the whole text)
         if width <= 0.3 or len(" ".join(text.split())) * CHAR_W * self.L.min_size > 1.1 * width:
             return None
-        with quiet():
+        with trial():
             mob = fit_text(text, self.L.tiny_size, width, 1, extra_lines=0)
         whole = not isinstance(mob, Paragraph) and mob.original_text == " ".join(text.split())
         return mob.fit_size if whole else None
@@ -137,7 +137,7 @@ class BeforeAfterScene(ClipScene):
         # one row before two; then the larger line; then the larger header
         inline, _, hsize, text, color = max(options, key=lambda o: o[:3])
         width = self._line_width(row, hsize, inline)
-        with (quiet() if size is None else nullcontext()):
+        with (trial() if size is None else nullcontext()):
             phase, verdict, color_box = self._header(row, last=False, size=hsize)
             body = fit_text(text, body_size or L.tiny_size, width, 1, color=color, align="left",
                             extra_lines=0 if inline else 2)
@@ -149,7 +149,7 @@ class BeforeAfterScene(ClipScene):
         """The width an earlier card's line has: between label and verdict, or the card's."""
         if not inline:
             return self.inner_w
-        with quiet():
+        with trial():
             phase, verdict, _ = self._header(row, last=False, size=hsize)
         return self.inner_w - phase.width - verdict.width - 0.22
 
@@ -252,7 +252,7 @@ class BeforeAfterScene(ClipScene):
         return out
 
     def _stack_height(self, steps, size: float) -> float:
-        with quiet():  # a trial: not drawn, not audited
+        with trial():  # a trial: not drawn, not audited
             mobs = self._steps_at(steps, size)
         return sum(m.height for m in mobs) + STEP_GAP * (len(mobs) - 1)
 
@@ -284,7 +284,7 @@ class BeforeAfterScene(ClipScene):
         """The steps at the floor size split into pages that each fit ``room`` above a page
         mark ("1/2"): whole steps where they fit, a step taller than a page split between words."""
         size = self._sizes()[-1]
-        with quiet():
+        with trial():
             room -= fit_text("9/9", size, self.inner_w, 1).height + STEP_GAP
         pieces = []
         todo = list(steps)
@@ -309,17 +309,6 @@ class BeforeAfterScene(ClipScene):
         drawn = [self._steps_at(page, size) for page in pages]
         marks = [fit_text(f"{i + 1}/{len(pages)}", size, self.inner_w, 1, color=MUTED) for i in range(len(pages))]
         return drawn, marks
-
-
-@contextmanager
-def quiet():
-    """fit_text calls inside are trials, not drawn: kept out of the layout audit
-    (theme.record_fits), as theme.shared_size does with its own."""
-    saved, theme._RECORD = theme._RECORD, None
-    try:
-        yield
-    finally:
-        theme._RECORD = saved
 
 
 def _joined_spans(steps) -> list[tuple[int, int]]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -303,6 +304,28 @@ def record_fits():
         _RECORD = saved
 
 
+#: Inside ``trial()``: fit_text calls measure, nothing they make is drawn.
+_TRIAL = False
+#: The texts trials made, by fit_text's arguments and the frame (least recently used dropped past
+#: _TRIALS_KEPT): a layout asks the same trial many times (each earlier card of the before/after
+#: shot measures its header and its line at three sizes), and a manim Text costs ~50 ms to build.
+_TRIALS: OrderedDict[tuple, Text] = OrderedDict()
+_TRIALS_KEPT = 256
+
+
+@contextmanager
+def trial():
+    """fit_text calls inside are trials, not drawn: kept out of the layout audit
+    (``record_fits``), and a trial asked again gets the Text the first one made. Read a trial's
+    Text (size, width, height); never move it into a scene or change its shape."""
+    global _RECORD, _TRIAL
+    saved, (_RECORD, _TRIAL) = (_RECORD, _TRIAL), (None, True)
+    try:
+        yield
+    finally:
+        _RECORD, _TRIAL = saved
+
+
 def fit_text(
     text: str,
     size: float,
@@ -328,6 +351,22 @@ def fit_text(
     growing.
     ``align``: left/center.
     """
+    if _TRIAL:
+        key = (text, size, max_width, max_lines, color, bold, align, line_spacing, min_size, extra_lines,
+               excerpt, config.pixel_width, config.pixel_height, config.frame_width, config.frame_height)
+        if key not in _TRIALS:
+            _TRIALS[key] = _fit_text(text, size, max_width, max_lines, color, bold, align, line_spacing,
+                                     min_size, extra_lines, excerpt)
+            if len(_TRIALS) > _TRIALS_KEPT:
+                _TRIALS.popitem(last=False)
+        _TRIALS.move_to_end(key)
+        return _TRIALS[key]
+    return _fit_text(text, size, max_width, max_lines, color, bold, align, line_spacing, min_size, extra_lines,
+                     excerpt)
+
+
+def _fit_text(text, size, max_width, max_lines, color, bold, align, line_spacing, min_size, extra_lines,
+              excerpt) -> Text:
     floor = _floor() if min_size is None else max(min_size, _floor())
     floor = min(floor, size)
     text = " ".join(text.split())
@@ -338,7 +377,7 @@ def fit_text(
         sizes.append(floor)  # always try the floor itself
     args = (color, bold, align, line_spacing)
     for s in sizes:
-        lines, mob, fits = _wrap_fit(text, s, max_width, *args)
+        lines, mob, fits = _wrap_fit(text, s, max_width, *args, build_misfit=False)
         if fits and len(lines) <= max_lines:
             return _done(text, lines, s, floor, max_width, False, False, mob)
     if excerpt:
@@ -349,7 +388,7 @@ def fit_text(
             k = (lo + hi) // 2
             rest = len(words) - k
             cand = " ".join(words[:k] + [f"(+{rest} more word{'s' if rest != 1 else ''})"])
-            lines, mob, fits = _wrap_fit(cand, floor, max_width, *args)
+            lines, mob, fits = _wrap_fit(cand, floor, max_width, *args, build_misfit=False)
             if fits and len(lines) <= max_lines:
                 best, lo = (lines, mob), k + 1
             else:
@@ -377,14 +416,10 @@ def shared_size(texts: Sequence[str], size: float, max_width: float | Sequence[f
     """One font size for a row or column of labels: the smallest size fit_text picks for any
     of them (``max_width``: one width, or one per text). Mixed sizes in a row of like labels
     read as emphasis that is not there; callers then fit each at this size."""
-    global _RECORD
     widths = [max_width] * len(texts) if isinstance(max_width, (int, float)) else list(max_width)
-    saved, _RECORD = _RECORD, None  # trial fits are not drawn: keep them out of the audit
-    try:
+    with trial():
         return min((fit_text(t, size, w, max_lines, bold=bold, min_size=min_size).fit_size
                     for t, w in zip(texts, widths)), default=size)
-    finally:
-        _RECORD = saved
 
 
 def min_text_scale(group, floor: float) -> float:
@@ -411,20 +446,34 @@ def _done(text, lines, size, floor, max_width, abbreviated, excerpt, mob) -> Tex
     return mob
 
 
-def _wrap_fit(text, size, max_width, color, bold, align, line_spacing):
-    """(lines, Text, fits?) of ``text`` wrapped at ``size`` to ``max_width`` (measured)."""
+#: The width of every text built in this process, by (lines, size, bold, align, spacing, the
+#: pixel canvas pango draws on): fitting
+#: tries a text at several sizes and layouts try several node sizes, so a wrap already measured
+#: too wide is not built again (a manim Text costs ~50 ms; a copy of one costs as much).
+_WIDTHS: dict[tuple, float] = {}
+
+
+def _wrap_fit(text, size, max_width, color, bold, align, line_spacing, *, build_misfit=True):
+    """(lines, Text, fits?) of ``text`` wrapped at ``size`` to ``max_width`` (measured).
+    ``build_misfit=False``: a text that does not fit comes back as None (the caller tries another)."""
     # DejaVu Sans Bold is ~20% wider than Book (measured on mixed-case text with digits).
     chars = max(2, int(max_width / (CHAR_W * size * (1.2 if bold else 1.0))))
     for _ in range(12):
         lines = wrap_lines(text, chars)
-        mob = _make_text(lines, size, color, bold, align, line_spacing)
-        if mob.width <= max_width + 1e-6:
-            return lines, mob, True
+        key = (tuple(lines), round(size, 9), bold, align, line_spacing, config.pixel_width, config.pixel_height)
+        width, mob = _WIDTHS.get(key), None
+        if width is None or width <= max_width + 1e-6:
+            mob = _make_text(lines, size, color, bold, align, line_spacing)
+            width = _WIDTHS[key] = mob.width
+            if width <= max_width + 1e-6:
+                return lines, mob, True
         if chars <= 4:
             break
         # Shrink by the measured overshoot, but at most to one character less, so a slightly
         # wide line does not wrap more than it must.
-        chars = max(4, min(chars - 1, int(chars * max_width / mob.width)))
+        chars = max(4, min(chars - 1, int(chars * max_width / width)))
+    if mob is None and build_misfit:
+        mob = _make_text(lines, size, color, bold, align, line_spacing)
     return lines, mob, False
 
 

@@ -4,6 +4,8 @@ curated graph is ``data/kg.json`` (``real_kg``)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,20 @@ import pytest
 from library.graph.kg import KnowledgeGraph, load_kg
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``make test`` runs ``-n``), each of the N test processes gets its share
+    of the cores: torch's default of every core in every process oversubscribes them, and its
+    OpenMP threads spin while they wait. Set before torch loads; the runs tests launch inherit it."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        share = str(max(1, cores // workers))
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = share
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(share))
+
 
 TINY_KG = {
     "version": "test",

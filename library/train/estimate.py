@@ -58,6 +58,9 @@ from library.train.sft import sft_examples
 
 #: Trained-token equivalents of one GRPO rollout token with a KL reference (see plan_work).
 GRPO_TOKEN_COST = 2.0
+#: The share of the evaluation window the base model's batches decode: it does not stop where a
+#: trained model does, but most batches end before the window (docs/MEASUREMENTS.md).
+BASE_WINDOW_SHARE = 0.85
 
 # torch and the generator (library.model.generate, library.model.precision) are imported inside
 # calibrate (the CLI starts without them).
@@ -184,7 +187,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     """The tokens each phase of ``config`` trains on, prefills and decodes, from the run's own
     questions (``selection``) and rows. Answers not generated yet are counted at their reference
     completion's length (a trained model writes about that much); the base model, which does not
-    stop where a trained one does, at the whole window."""
+    stop where a trained one does, at BASE_WINDOW_SHARE of the window."""
     def n_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -220,7 +223,8 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
         gen = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0)
         for questions in phase_questions(selection, phase, ev, config.seed, last).values():
             if questions:
-                lengths = [ev.max_new_tokens if phase == "base" else min(reference(q), ev.max_new_tokens)
+                lengths = [round(BASE_WINDOW_SHARE * ev.max_new_tokens) if phase == "base"
+                           else min(reference(q), ev.max_new_tokens)
                            for q in questions]
                 gen = _sum(gen, _generation([prompt_len(q) for q in questions], lengths, ev.batch_size))
         plan[f"{phase}_eval"] = gen
