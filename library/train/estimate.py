@@ -58,9 +58,11 @@ from library.train.sft import sft_examples
 
 #: Trained-token equivalents of one GRPO rollout token with a KL reference (see plan_work).
 GRPO_TOKEN_COST = 2.0
-#: The share of the evaluation window the base model's batches decode: it does not stop where a
-#: trained model does, but most batches end before the window (docs/MEASUREMENTS.md).
-BASE_WINDOW_SHARE = 0.85
+#: The base model does not follow the format: half its answers end within BASE_ANSWER_TOKENS,
+#: and BASE_WINDOW_ANSWERS of them run the whole window (median 17 tokens, 7.9% at the window,
+#: over 7,754 base answers in the committed runs; docs/MEASUREMENTS.md).
+BASE_ANSWER_TOKENS = 17
+BASE_WINDOW_ANSWERS = 0.079
 
 # torch and the generator (library.model.generate, library.model.precision) are imported inside
 # calibrate (the CLI starts without them).
@@ -183,11 +185,32 @@ def _generation(prompt_lengths: Sequence[int], new_tokens: Sequence[int], batch_
                 decode_rows=round(rows / max(len(batches), 1)))
 
 
+def _base_generation(prompt_lengths: Sequence[int], window: int, batch_rows: int) -> Work:
+    """The base model's answers in batches of ``batch_rows``, in expectation: a batch runs the
+    whole window if one of its answers does (else to about twice a typical answer), and the
+    generator drops finished rows (library/model/generate.py), so a step has the batch's mean
+    live rows.
+
+    >>> w = _base_generation([50] * 30, 144, 150)
+    >>> w.decode_steps, w.decode_rows      # 30 rows: one runs the window 92% of the time
+    (135, 6)
+    """
+    p, typical = BASE_WINDOW_ANSWERS, min(BASE_ANSWER_TOKENS, window)
+    steps = row_steps = 0.0
+    for start in range(0, len(prompt_lengths), max(1, batch_rows)):
+        rows = len(prompt_lengths[start:start + batch_rows])
+        reaches = 1 - (1 - p) ** rows  # some answer of the batch runs the window
+        steps += reaches * window + (1 - reaches) * min(2 * typical, window)
+        row_steps += rows * (p * window + (1 - p) * typical)
+    return Work(prefill_tokens=sum(prompt_lengths), decode_steps=round(steps),
+                decode_rows=round(row_steps / steps) if steps else 0)
+
+
 def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str, Work]:
     """The tokens each phase of ``config`` trains on, prefills and decodes, from the run's own
     questions (``selection``) and rows. Answers not generated yet are counted at their reference
     completion's length (a trained model writes about that much); the base model, which does not
-    stop where a trained one does, at BASE_WINDOW_SHARE of the window."""
+    stop where a trained one does, as _base_generation."""
     def n_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -222,10 +245,10 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
         # each split is generated on its own (library/evaluation/phase.py), in its own batches
         gen = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0)
         for questions in phase_questions(selection, phase, ev, config.seed, last).values():
-            if questions:
-                lengths = [round(BASE_WINDOW_SHARE * ev.max_new_tokens) if phase == "base"
-                           else min(reference(q), ev.max_new_tokens)
-                           for q in questions]
+            if questions and phase == "base":
+                gen = _sum(gen, _base_generation([prompt_len(q) for q in questions], ev.max_new_tokens, ev.batch_size))
+            elif questions:
+                lengths = [min(reference(q), ev.max_new_tokens) for q in questions]
                 gen = _sum(gen, _generation([prompt_len(q) for q in questions], lengths, ev.batch_size))
         plan[f"{phase}_eval"] = gen
         if phase == "rsft":
