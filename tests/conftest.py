@@ -23,7 +23,8 @@ def pytest_configure(config):
     if workers > 1:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         share = str(max(1, cores // workers))
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = share
+        share = os.environ.setdefault("OMP_NUM_THREADS", share)  # a user's own setting stands
+        os.environ.setdefault("MKL_NUM_THREADS", share)
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(int(share))
 
