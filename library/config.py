@@ -391,6 +391,11 @@ class TrainConfig(_Strict):
             out.append("grpo")
         return out
 
+    def is_final(self, phase: str) -> bool:
+        """Whether ``phase`` is the run's last: it answers all eval.n_eval questions, the phases
+        before it eval.n_eval_between of them (library/evaluation/phase.py)."""
+        return phase == self.phases()[-1]
+
     def to_meta(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 

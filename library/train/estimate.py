@@ -241,10 +241,9 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
         # a fact group is a short row (~12 tokens); a traced question is its prompt and gold TRACE
         recall = Work(forward_tokens=12 * len(groups) + sum(prompt_len(q) + reference(q) for q in traced))
     for phase in config.phases():
-        last = phase == config.phases()[-1]
         # each split is generated on its own (library/evaluation/phase.py), in its own batches
         gen = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0)
-        for questions in phase_questions(selection, phase, ev, config.seed, last).values():
+        for questions in phase_questions(selection, phase, ev, config.seed, config.is_final(phase)).values():
             if questions and phase == "base":
                 gen = _sum(gen, _base_generation([prompt_len(q) for q in questions], ev.max_new_tokens, ev.batch_size))
             elif questions:

@@ -308,7 +308,7 @@ def run_phase(state: RunState, phase: str, *, stop: bool = False) -> None:
     with backend.eval_model(phase, adapter_dir) as phase_model:
         phase_model.eval()
         blocks = evaluate_phase(phase_model, state.tokenizer, phase, state.selection, state.rewards["eval"], run,
-                                config.eval, console, seed=config.seed, last=phase == config.phases()[-1])
+                                config.eval, console, seed=config.seed, last=config.is_final(phase))
     metrics["timings"][f"{phase}_eval"] = round(time.perf_counter() - t1, 2)
     # Only now, with its training and its eval done, is the phase listed as completed.
     state.did_work = True
