@@ -8,12 +8,12 @@ completion again. Imports neither torch nor manim.
 
 from __future__ import annotations
 
-from typing import Any
 
-from library.contracts import PHASES, Claim, Episode, Question
-from library.graph.oracle import question_walk, walk_edges
+from library.config import MonitorSettings
+from library.contracts import PHASES, Episode
+from library.demo.site import monitor_points
 from library.runs.reader import rollout_curve
-from scenes.query import Selection, ShotError, phase_named
+from scenes.query import Selection, ShotError, branch_claims, phase_named
 from scenes.run_data import RunData
 from scenes.storyboard import pct, phase_label
 
@@ -30,16 +30,6 @@ REWARD_NAMES = {
 
 def build_title(data: RunData, params: dict, sel: Selection | None) -> dict:
     return {"title": params.get("title", ""), "subtitle": params.get("subtitle", ""), "footer": params.get("footer", "")}
-
-
-def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, str, str]]:
-    """The branches a TRACE carried: its claims (as the reward stored them) that the reasoning
-    procedure states for ``q`` (library/graph/oracle.py ``walk_edges``) but that are not gold
-    edges, in TRACE order. Each is a true edge into an entity the graph later prunes; on a
-    functional graph the procedure states only the gold edges, so there are none."""
-    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
-    stated = set(walk_edges(question_walk(kg, q))) - gold
-    return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
 
 
 def build_kg_path(data: RunData, params: dict, sel: Selection | None) -> dict:
@@ -148,7 +138,7 @@ def claims_summary(ep: Episode) -> str:
     """One line about what a TRACE claimed (on a card too small to quote it), from the claims
     the reward stored with it.
 
-    >>> from library.contracts import ParsedCompletion
+    >>> from library.contracts import Claim, ParsedCompletion
     >>> class E: parsed = ParsedCompletion(answer="A", trace_text="a b", trace_entities=[], path_entities=[],
     ...     valid_format=True, claims=[Claim(src="a", rel="r", dst="b", in_kg=True, on_gold_path=True),
     ...                                Claim(src="b", rel="r", dst="c", in_kg=False, on_gold_path=False)])
@@ -166,16 +156,17 @@ def claims_summary(ep: Episode) -> str:
 
 def build_training_curves(data: RunData, params: dict, sel: Selection | None) -> dict:
     curves = data.metrics.get("curves") or {}
-    specs = params.get("series") or [{"metric": "reward_total"}]
+    specs = [{"metric": spec} if isinstance(spec, str) else dict(spec)
+             for spec in params.get("series") or [{"metric": "reward_total"}]]
     order = [p for p in PHASES if p in curves] + sorted(p for p in curves if p not in PHASES)
-    # x offsets: phases are laid end to end so one axis shows the whole training
+    shown = _phases_shown(data, specs, order)
+    # x: a phase's own steps, counted from 1; phases shown together are laid end to end
     offsets, x = {}, 0.0
-    for ph in order:
+    for ph in shown:
         offsets[ph] = x
-        x += max((float(pt.get("step", 0)) for pt in curves[ph]), default=0.0)
+        x += max((float(pt.get("step", 0)) for pt in curves.get(ph, [])), default=0.0)
     series, used = [], set()
     for spec in specs:
-        spec = {"metric": spec} if isinstance(spec, str) else dict(spec)
         window = spec.get("smooth", 1)
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise ShotError(f"training_curves: smooth must be a whole number of logged points >= 1, got {window!r}")
@@ -191,7 +182,7 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
         else:
             metric = spec["metric"]
             for ph in spec.get("phases") or order:
-                logged = [[offsets[ph] + float(pt.get("step", 0)), float(pt[metric])]
+                logged = [[offsets.get(ph, 0.0) + float(pt.get("step", 0)), float(pt[metric])]
                           for pt in curves.get(ph, []) if metric in pt and pt[metric] is not None]
                 # smoothed within a phase: a mean across a phase boundary would blend two runs
                 pts += moving_mean(logged, window)
@@ -206,10 +197,70 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
     if hi - lo < 1e-9:
         hi = lo + 1.0
     y_range = params.get("y_range") or [lo, hi]
-    bounds = [{"x": offsets[ph], "label": phase_label(ph)} for ph in order if ph in used]
+    phases_used = [ph for ph in shown if ph in used]
+    # one phase: its steps from 1, no boundary to draw; several: each starts at a dashed line
+    bounds = [{"x": offsets[ph], "label": phase_label(ph)} for ph in phases_used] if len(phases_used) > 1 else []
+    x_label = (f"{phase_label(phases_used[0])} step" if len(phases_used) == 1
+               else "training step (" + ", then ".join(phase_label(ph) for ph in phases_used) + ")")
     return {"title": params.get("title", "Training curves"), "series": series, "phase_boundaries": bounds,
-            "x_label": params.get("x_label", "training step"), "y_label": params.get("y_label", series[0]["name"]),
+            "x_label": params.get("x_label", x_label), "y_label": params.get("y_label", series[0]["name"]),
             "y_range": y_range}
+
+
+def _phases_shown(data: RunData, specs: list[dict], order: list[str]) -> list[str]:
+    """The phases whose points the series draw, in training order."""
+    curves = data.metrics.get("curves") or {}
+    out: set[str] = set()
+    for spec in specs:
+        if "episode_mean" in spec:
+            ph = _phase_any(spec.get("phase", "grpo"), order)
+            if rollout_curve(data.episodes, ph):
+                out.add(ph)
+        else:
+            out |= {ph for ph in spec.get("phases") or order
+                    if any(spec["metric"] in pt and pt[spec["metric"]] is not None for pt in curves.get(ph, []))}
+    return [ph for ph in order if ph in out] + sorted(ph for ph in out if ph not in order)
+
+
+#: what the monitor's signals are called on screen (library/evaluation/monitor.py JUDGED_SIGNALS)
+SIGNAL_NAMES = {
+    "spam_rate": "repeated names",
+    "option_listing_rate": "options copied",
+    "coverage_without_correctness_rate": "path names, wrong answer",
+    "false_edge_rise": "rise in false edges",
+    "trace_chars_z": "trace length",
+    "kl": "drift (KL)",
+}
+
+
+def build_monitor(data: RunData, params: dict, sel: Selection | None) -> dict:
+    """The reward-hacking monitor of one RL phase (metrics.json ``monitor``): each signal per
+    step as a multiple of its threshold (library/demo/site.py ``monitor_points``, as the demo
+    page draws it), the threshold at 1, and the step where it stopped the phase."""
+    phase = str(params.get("phase", "grpo"))
+    block = (data.metrics.get("monitor") or {}).get(phase)
+    if not block:
+        raise ShotError(f"monitor: metrics.json has no monitor block for {phase!r} in run {data.run_id}")
+    points = [pt for pt in monitor_points(data.metrics, data.meta) if pt["phase"] == phase]
+    signals = [k for k in SIGNAL_NAMES if any(k in pt["ratios"] for pt in points)]
+    signals = [k for k in signals if k != "kl"] if params.get("kl") is not True else signals
+    series = []
+    for k in signals:
+        pts = [[float(pt["step"]), float(pt["ratios"][k])] for pt in points if k in pt["ratios"]]
+        if pts:
+            series.append({"name": SIGNAL_NAMES[k], "points": pts})
+    if not series:
+        raise ShotError(f"monitor: no signal was judged in the {phase} monitor of run {data.run_id}")
+    settings_far = MonitorSettings.model_validate(data.config.get("monitor") or {}).far_over_factor
+    top = max([p[1] for s in series for p in s["points"]] + [settings_far * 1.2])
+    marks = []
+    if block.get("status") == "stop" and block.get("stop_step") is not None:
+        marks.append({"x": float(block["stop_step"]), "label": f"stopped at step {block['stop_step']}"})
+    return {"title": params.get("title", f"The monitor during {phase_label(phase)}"), "series": series[:6],
+            "phase_boundaries": marks, "x_label": params.get("x_label", f"{phase_label(phase)} step"),
+            "y_label": params.get("y_label", "each signal as a multiple of its threshold"),
+            "y_range": [0.0, top],
+            "hlines": [{"y": 1.0, "label": "threshold"}, {"y": settings_far, "label": f"{settings_far:g} x threshold"}]}
 
 
 def moving_mean(points: list[list[float]], window: int) -> list[list[float]]:
@@ -261,6 +312,194 @@ def build_distribution_trap(data: RunData, params: dict, sel: Selection | None) 
             "y_label": params.get("y_label", "accuracy"), "note": params.get("note", "")}
 
 
+def build_intervals(data: RunData, params: dict, sel: Selection | None) -> dict:
+    """Bars with 95% intervals from the run's logs. ``source: phases``: each phase's accuracy on
+    the eval questions (Wilson interval, its n); ``source: steps``: what each phase added over
+    the one before, paired on the questions both answered (RunData.steps), and, with
+    ``ablation: true`` where the run measured it, GRPO with a correctness-only reward against
+    the path reward from the same start (metrics.ablation.vs_grpo); ``source: selection``: RSFT
+    data chosen by right answers alone against the path reward, per seed and pooled
+    (metrics.selection, research/selection.py)."""
+    source = params.get("source", "phases")
+    wanted = [phase_named(data, p, "intervals.phases") for p in params.get("phases") or data.phases]
+    bars = []
+    if source == "phases":
+        block = data.metrics.get("eval") or {}
+        for ph in [p for p in data.phases if p in block and p in wanted]:
+            b = block[ph]
+            lo, hi = b.get("accuracy_ci", [b["accuracy"], b["accuracy"]])
+            bars.append({"label": phase_label(ph), "value": 100 * float(b["accuracy"]), "lo": 100 * float(lo),
+                         "hi": 100 * float(hi), "n": int(b["n"]), "text": pct(b["accuracy"])})
+        y_label = "% right on held-out questions (95% interval)"
+    elif source == "steps":
+        for st in [st for st in data.steps() if st["phase"] in wanted]:
+            bars.append(_diff_bar(f"{phase_label(st['before'])} → {phase_label(st['phase'])}", st))
+        ablation = (data.metrics.get("ablation") or {}).get("vs_grpo")
+        if params.get("ablation") and ablation:
+            bars.append(_diff_bar("path reward over answer-only", ablation, flip=True))
+        y_label = "points gained, paired on the same questions (95% interval)"
+    elif source == "selection":
+        sel_block = data.metrics.get("selection") or {}
+        for seed, cmp in (sel_block.get("vs_reward_by_seed") or {}).items():
+            bars.append(_diff_bar(f"seed {seed}", {**cmp, "n": sel_block.get("n", 0)}))
+        if sel_block.get("over_seeds"):
+            pooled = sel_block["over_seeds"]
+            bars.append(_diff_bar(f"{pooled.get('n_seeds', len(bars))} seeds pooled", pooled))
+        y_label = "right answers only minus path reward, points (95% interval)"
+    else:
+        raise ShotError(f"intervals: unknown source {source!r}; use phases, steps or selection")
+    if not bars:
+        raise ShotError(f"intervals: run {data.run_id} logged nothing for source {source!r}")
+    return {"title": params.get("title", "Accuracy by phase"), "bars": bars[:8],
+            "y_label": params.get("y_label", y_label), "note": params.get("note", "")}
+
+
+def _diff_bar(label: str, cmp: dict, flip: bool = False) -> dict:
+    """A paired difference (b - a: ``diff``, ``ci`` as fractions) as a bar in points; ``flip``
+    shows a - b (the ablation logs the answer-only arm as b)."""
+    sign = -1.0 if flip else 1.0
+    d = sign * 100 * float(cmp["diff"])
+    lo, hi = sorted(sign * 100 * float(c) for c in cmp["ci"])
+    return {"label": label, "value": d, "lo": lo, "hi": hi, "n": int(cmp["n"]), "text": f"{d:+.1f}"}
+
+
+def phase_lines(data: RunData, phase: str) -> list[str]:
+    """What a phase trained on, a short line each, from metrics.json ``training``.
+
+    >>> class D: metrics = {"training": {"rsft": {"n_prompts": 96, "n_samples": 384, "n_winners": 93, "steps": 24}}}
+    >>> phase_lines(D, "rsft"), phase_lines(D, "base")
+    (['96 prompts, 384 samples', '93 answers kept', '24 steps'], ['no training'])
+    """
+    t = (data.metrics.get("training") or {}).get(phase)
+    if phase == "base" or not t:
+        return ["no training"] if phase == "base" else []
+    out = []
+    if "n_examples" in t:
+        out.append(f"{t['n_examples']} rows")
+    if "n_prompts" in t:
+        out.append(f"{t['n_prompts']} prompts" + (f", {t['n_samples']} samples" if "n_samples" in t else ""))
+    if "n_winners" in t:
+        out.append(f"{t['n_winners']} answers kept")
+    if "n_episodes" in t:
+        out.append(f"{t['n_episodes']} answers sampled")
+    if "steps" in t:
+        stop = t.get("stopped_by_monitor") or {}
+        out.append(f"{t['steps']} steps" + (", stopped by the monitor" if stop.get("step") else ""))
+    return out[:4]
+
+
+def build_phase_flow(data: RunData, params: dict, sel: Selection | None) -> dict:
+    """The run's phases as a flow: what each trained on, its eval accuracy, and what it changed
+    over the one before on the same questions (RunData.steps)."""
+    block = data.metrics.get("eval") or {}
+    phases = [p for p in data.phases if p in block] or list(data.phases)
+    boxes = []
+    for ph in phases:
+        b = block.get(ph)
+        result = f"{pct(b['accuracy'])} right of {b['n']}" if b else ""
+        boxes.append({"label": phase_label(ph), "lines": phase_lines(data, ph), "result": result})
+    steps = {(st["before"], st["phase"]): st for st in data.steps()}
+    arrows = []
+    for a, b in zip(phases, phases[1:]):
+        st = steps.get((a, b))
+        if st is None:
+            arrows.append({"text": "not compared", "measurable": False})
+        elif st["measurable"]:
+            lo, hi = st["ci"]
+            arrows.append({"text": f"{st['diff'] * 100:+.1f} points ({lo * 100:+.1f} to {hi * 100:+.1f})",
+                           "measurable": True})
+        else:
+            arrows.append({"text": f"{st['diff'] * 100:+.1f} points: nothing measurable", "measurable": False})
+    return {"title": params.get("title", " → ".join(phase_label(p) for p in phases)), "boxes": boxes,
+            "arrows": arrows, "note": params.get("note", "")}
+
+
+#: where a distractor came from (library/questions/distractors.py DISTRACTOR_SOURCES), in words
+SOURCE_WORDS = {
+    "wrong_relation": "another relation at one hop",
+    "sibling": "another target of one hop's relation",
+    "stop_early": "stops a hop early",
+    "overshoot": "one hop past the answer",
+    "neighbour": "a neighbour of the path",
+}
+
+
+def source_words(source: str) -> str:
+    """A distractor's source as the screen says it.
+
+    >>> source_words("nearby_2"), source_words("stop_early")
+    ('2 hops from the path', 'stops a hop early')
+    """
+    if source.startswith("nearby_") and source.rsplit("_", 1)[1].isdigit():
+        return f"{source.rsplit('_', 1)[1]} hops from the path"
+    return SOURCE_WORDS.get(source, source.replace("_", " "))
+
+
+def build_question_build(data: RunData, params: dict, sel: Selection | None) -> dict:
+    """How the selected question was made (its walk, its options and where each came from) and
+    the checks its data passed (``kgr data``'s stats.json: unique answers and leakage)."""
+    if sel is None:
+        raise ShotError("question_build needs params.episode")
+    q, kg = sel.question, data.kg
+    hops = [{"src": kg.label(e.src), "rel": kg.relation_label(e.rel), "dst": kg.label(e.dst)} for e in q.path_star.edges]
+    sources = {d["id"]: d["source"] for d in (q.meta or {}).get("distractors", []) if isinstance(d, dict)}
+    ids = (q.meta or {}).get("option_ids") or {}
+    options = []
+    for letter, label in q.options.items():
+        is_answer = letter == q.answer_star
+        src = "the walk's end" if is_answer else source_words(sources.get(ids.get(letter, ""), "")) or "distractor"
+        options.append({"letter": letter, "label": label, "source": src or "distractor", "answer": is_answer})
+    checks = []
+    stats = data.data_stats or {}
+    split = sel.question.split or "eval"
+    unique = (stats.get("unique_verified") or {}).get(split)
+    if unique:
+        checks.append({"label": f"one option reachable: {unique[0]} of {unique[1]} {split} questions",
+                       "ok": unique[0] == unique[1]})
+    for name, overlaps in (stats.get("leakage") or {}).items():
+        checks.append({"label": f"{name.replace('_', ' ')}: {overlaps}", "ok": overlaps == 0})
+    return {"title": params.get("title", "How a question is made"), "question": q.question, "hops": hops,
+            "options": options, "checks": checks[:12]}
+
+
+MAX_OVERVIEW_NODES = 48
+
+
+def build_kg_overview(data: RunData, params: dict, sel: Selection | None) -> dict:
+    """A sample of the run's graph: the selected question's walk and the entities around it
+    (undirected waves, up to ``max_nodes``), laid out by networkx's spring layout with a fixed
+    seed (the same picture every render), with the graph's counts."""
+    import networkx as nx
+
+    kg = data.kg
+    walk = list(sel.question.path_star.entities) if sel is not None else []
+    cap = int(params.get("max_nodes", MAX_OVERVIEW_NODES))
+    seeds = walk or sorted(kg.entities, key=lambda e: (-len(kg.neighbours(e)), e))[:1]
+    order = kg.neighborhood(seeds, radius=3, limit=max(cap, len(walk)))
+    wave = {e: 0 for e in seeds}
+    for e in order:
+        if e not in wave:
+            wave[e] = 1 + min((wave[n] for n in kg.neighbours(e) if n in wave), default=2)
+    keep = set(order)
+    edges = sorted({(e.src, e.dst) for e in kg.edges if e.src in keep and e.dst in keep and e.src != e.dst})
+    g = nx.Graph()
+    g.add_nodes_from(order)
+    g.add_edges_from(edges)
+    pos = nx.spring_layout(g, seed=0, iterations=100)
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+
+    def unit(v: float, lo: float, hi: float) -> float:
+        return 0.5 if hi - lo < 1e-9 else round((v - lo) / (hi - lo), 4)
+
+    nodes = [{"id": e, "label": kg.label(e), "type": kg.type_of(e), "x": unit(pos[e][0], min(xs), max(xs)),
+              "y": unit(pos[e][1], min(ys), max(ys)), "wave": min(wave[e], 3)} for e in order]
+    counts = [f"{len(kg.entities)} entities", f"{len(kg.edges)} edges", f"{len(kg.relations)} relations"]
+    return {"title": params.get("title", "The knowledge graph"), "nodes": nodes,
+            "edges": [{"src": a, "dst": b} for a, b in edges], "walk": walk, "counts": counts,
+            "note": params.get("note", f"{len(order)} of its {len(kg.entities)} entities, around one question's walk")}
+
+
 def _cell_acc(block: dict | None) -> str:
     if not block:
         return "–"
@@ -310,4 +549,9 @@ BUILDERS = {
     "training_curves": build_training_curves,
     "distribution_trap": build_distribution_trap,
     "results_table": build_results_table,
+    "monitor": build_monitor,
+    "intervals": build_intervals,
+    "phase_flow": build_phase_flow,
+    "question_build": build_question_build,
+    "kg_overview": build_kg_overview,
 }

@@ -1,14 +1,15 @@
 """Distribution trap: accuracy (or any score) per training distribution with error bars.
 
-Bars grow from zero; then each bar's [lo, hi] interval is drawn as an error bar and its
-value and sample count appear. The y scale always includes 0 and every interval, so a short
-bar with a wide interval is visibly uncertain.
+Bar by bar, each grows from zero, then its [lo, hi] interval is drawn as an error bar and its
+value appears (names and sample counts are there from the start). The y scale always includes
+0 and every interval, so a short bar with a wide interval is visibly uncertain. The
+``intervals`` scene type draws the same chart from a run's phases or paired differences.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from manim import DOWN, LEFT, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
+from manim import DOWN, LEFT, UP, Create, FadeIn, GrowFromEdge, Line, Rectangle, VGroup
 
 from scenes.payloads import DistributionTrapPayload
 from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
@@ -76,16 +77,14 @@ class DistributionTrapScene(ClipScene):
                 Line((x - cap, y_of(b.lo), 0), (x + cap, y_of(b.lo), 0), color=TEXT, stroke_width=4),
             )
             whiskers.add(wk)
-            val = fit_text(fmt_bar(b.value), L.body_size, slot * 0.95, 1, bold=True)
+            val = fit_text(b.text or fmt_bar(b.value), L.body_size, slot * 0.95, 1, bold=True)
             val.next_to(np.array((x, max(y_of(b.hi), y_of(b.value)), 0.0)), UP, buff=0.15)
             labels.add(val)
             names[i].move_to((x, bottom - 0.12 - names[i].height / 2, 0))
-        beats = [
-            Beat([FadeIn(title), FadeIn(ylab), FadeIn(grid), FadeIn(names)], 0.7),
-            Beat([LaggedStart(*grows, lag_ratio=0.3)], 0.5 + 0.3 * n),
-            Beat([LaggedStart(*[Create(w) for w in whiskers], lag_ratio=0.3)], 0.8),
-            Beat([FadeIn(labels)], 0.5),
-        ]
+        # bar by bar: each grows, its interval is drawn, its value appears
+        beats = [Beat([FadeIn(title), FadeIn(ylab), FadeIn(grid), FadeIn(names)], 0.7)]
+        for i in range(n):
+            beats += [Beat([grows[i]], 0.5), Beat([Create(whiskers[i]), FadeIn(labels[i])], 0.5)]
         if note is not None:
             note.move_to((L.content.cx, L.content.bottom + note.height / 2, 0))
             beats.append(Beat([FadeIn(note)], 0.5))

@@ -277,12 +277,21 @@ class PhaseBoundary(_Model):
     label: str
 
 
+class HLine(_Model):
+    """A dashed horizontal line at ``y`` (a threshold), labelled at its right end."""
+
+    y: float
+    label: str
+
+
 class TrainingCurvesPayload(_Model):
-    """Line chart of 1+ series over training steps, with phase boundaries and a legend."""
+    """Line chart of 1+ series over training steps, with phase boundaries (or any labelled
+    step, such as where a monitor stopped a phase), horizontal lines and a legend."""
 
     title: str
     series: list[CurveSeries] = Field(min_length=1, max_length=6)
     phase_boundaries: list[PhaseBoundary] = Field(default_factory=list)
+    hlines: list[HLine] = Field(default_factory=list, max_length=3)
     x_label: str
     y_label: str
     y_range: tuple[float, float]
@@ -308,13 +317,15 @@ class TrainingCurvesPayload(_Model):
 
 
 class ErrorBar(_Model):
-    """A bar with an interval [lo, hi] around ``value`` and its sample count ``n``."""
+    """A bar with an interval [lo, hi] around ``value`` and its sample count ``n``; ``text``
+    (optional) is the value as the bar's label writes it ("+4.0 points")."""
 
     label: NonEmptyStr
     value: float
     lo: float
     hi: float
     n: int = Field(ge=0)
+    text: str = ""
 
     @model_validator(mode="after")
     def _check(self) -> "ErrorBar":
@@ -329,6 +340,128 @@ class DistributionTrapPayload(_Model):
     bars: list[ErrorBar] = Field(min_length=1, max_length=8)
     y_label: str
     note: str = ""
+
+
+# --------------------------------------------------------------------------- phase_flow
+
+
+class PhaseBox(_Model):
+    """One phase: its name, what it trained on (a short line each) and its result."""
+
+    label: NonEmptyStr
+    lines: list[str] = Field(default_factory=list, max_length=4)
+    result: str = ""
+
+
+class PhaseArrow(_Model):
+    """What the next phase changed: the arrow's label, and whether it is measurable (its
+    paired interval excludes 0), which decides the arrow's colour."""
+
+    text: NonEmptyStr
+    measurable: bool = False
+
+
+class PhaseFlowPayload(_Model):
+    """The phases as boxes joined by arrows; ``arrows[i]`` leads from box i to box i + 1."""
+
+    title: str
+    boxes: list[PhaseBox] = Field(min_length=1, max_length=5)
+    arrows: list[PhaseArrow] = Field(default_factory=list)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "PhaseFlowPayload":
+        if len(self.arrows) != len(self.boxes) - 1:
+            raise ValueError(f"{len(self.boxes)} boxes need {len(self.boxes) - 1} arrows, got {len(self.arrows)}")
+        return self
+
+
+# --------------------------------------------------------------------------- question_build
+
+
+class WalkHop(_Model):
+    """One hop of the walk a question was made from, as labels."""
+
+    src: NonEmptyStr
+    rel: NonEmptyStr
+    dst: NonEmptyStr
+
+
+class BuiltOption(_Model):
+    """An option as the generator made it: the answer (the walk's end) or a distractor, with
+    where it came from (``meta.distractors[].source``, in words)."""
+
+    letter: NonEmptyStr
+    label: NonEmptyStr
+    source: NonEmptyStr
+    answer: bool = False
+
+
+class DataCheck(_Model):
+    """One of the data's own checks (stats.json), its count in words and whether it passed."""
+
+    label: NonEmptyStr
+    ok: bool
+
+
+class QuestionBuildPayload(_Model):
+    """A question being built: the walk, the options with their sources, then the checks."""
+
+    title: str
+    question: NonEmptyStr
+    hops: list[WalkHop] = Field(min_length=1, max_length=8)
+    options: list[BuiltOption] = Field(min_length=2, max_length=8)
+    checks: list[DataCheck] = Field(default_factory=list, max_length=12)
+
+    @model_validator(mode="after")
+    def _check(self) -> "QuestionBuildPayload":
+        if sum(o.answer for o in self.options) != 1:
+            raise ValueError("exactly one option must be the answer")
+        return self
+
+
+# --------------------------------------------------------------------------- kg_overview
+
+
+class OverviewNode(_Model):
+    """A node of the overview: ``x``, ``y`` in [0, 1] (the layout, fitted to the frame by the
+    scene), its ``wave`` (when it appears: undirected hops from the walk) and its type."""
+
+    id: NonEmptyStr
+    label: NonEmptyStr
+    type: str = ""
+    x: float = Field(ge=0, le=1)
+    y: float = Field(ge=0, le=1)
+    wave: int = Field(ge=0)
+
+
+class OverviewEdge(_Model):
+    src: NonEmptyStr
+    dst: NonEmptyStr
+
+
+class KGOverviewPayload(_Model):
+    """A sample of the graph around one question's walk, drawn wave by wave, with the graph's
+    counts; then the walk, hop by hop, labelled. ``walk`` lists node ids in hop order."""
+
+    title: str
+    nodes: list[OverviewNode] = Field(min_length=1, max_length=80)
+    edges: list[OverviewEdge] = Field(default_factory=list)
+    walk: list[str] = Field(default_factory=list)
+    counts: list[str] = Field(default_factory=list, max_length=4)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> "KGOverviewPayload":
+        ids = {n.id for n in self.nodes}
+        for ref in [e.src for e in self.edges] + [e.dst for e in self.edges] + self.walk:
+            if ref not in ids:
+                raise ValueError(f"{ref!r} is not a node of the overview")
+        pairs = {(e.src, e.dst) for e in self.edges} | {(e.dst, e.src) for e in self.edges}
+        for a, b in zip(self.walk, self.walk[1:]):
+            if (a, b) not in pairs:
+                raise ValueError(f"walk hop {a} -> {b} has no edge")
+        return self
 
 
 # --------------------------------------------------------------------------- results_table
@@ -367,6 +500,11 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
     "training_curves": TrainingCurvesPayload,
     "distribution_trap": DistributionTrapPayload,
     "results_table": ResultsTablePayload,
+    "monitor": TrainingCurvesPayload,
+    "intervals": DistributionTrapPayload,
+    "phase_flow": PhaseFlowPayload,
+    "question_build": QuestionBuildPayload,
+    "kg_overview": KGOverviewPayload,
 }
 
 
@@ -378,7 +516,7 @@ def validate_payload(scene_type: str, payload: dict) -> BaseModel:
     >>> validate_payload("nope", {})
     Traceback (most recent call last):
     ...
-    ValueError: unknown scene type 'nope'; known: before_after, distribution_trap, kg_path, results_table, reward_bars, title, training_curves
+    ValueError: unknown scene type 'nope'; known: before_after, distribution_trap, intervals, kg_overview, kg_path, monitor, phase_flow, question_build, results_table, reward_bars, title, training_curves
     """
     model = PAYLOAD_MODELS.get(scene_type)
     if model is None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from library.contracts import Episode, Question
+from library.contracts import Claim, Episode, Question
 from library.errors import DataFileError
+from library.graph.oracle import question_walk, walk_edges
 from library.questions.wording import reference_completion
 from library.scoring.hacks import HACKS
 from scenes.run_data import RunData
@@ -23,7 +24,7 @@ from scenes.storyboard import Storyboard, phase_label
 #: Selection query terms. A query is one term or a list of them (``[improved, grounded]``);
 #: every term is a requirement on the *judged* episode (the ``to`` phase's answer), except
 #: ``best``/``worst``, which only order the candidates. Documented in storyboards/README.md.
-QUERY_TERMS = ("correct", "wrong", "grounded", "failed_honestly", "improved", "regressed", "best", "worst")
+QUERY_TERMS = ("correct", "wrong", "grounded", "failed_honestly", "improved", "regressed", "branched", "best", "worst")
 _NEEDS_RIGHT = {"correct", "improved"}
 _NEEDS_WRONG = {"wrong", "failed_honestly", "regressed"}
 _SPEC_KEYS = {"id", "phase", "split", "query", "from", "to", "prefer", "index", "fallback", "allow_ungrounded"}
@@ -195,6 +196,16 @@ def _select(data: RunData, spec: Any, path: tuple) -> Selection:
         raise
 
 
+def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, str, str]]:
+    """The branches a TRACE carried: its claims (as the reward stored them) that the reasoning
+    procedure states for ``q`` (library/graph/oracle.py ``walk_edges``) but that are not gold
+    edges, in TRACE order. Each is a true edge into an entity the graph later prunes; on a
+    functional graph the procedure states only the gold edges, so there are none."""
+    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
+    stated = set(walk_edges(question_walk(kg, q))) - gold
+    return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
+
+
 def _terms(query: Any, path: tuple) -> tuple[str, ...]:
     terms = tuple(query) if isinstance(query, list) else (query,)
     bad = [t for t in terms if t not in QUERY_TERMS]
@@ -239,6 +250,7 @@ def _query(data: RunData, spec: dict, split: str, path: tuple) -> Selection:
             "failed_honestly": lambda: data.failed_honestly(ep),
             "improved": lambda: before is not None and not before.correct and bool(ep.correct),
             "regressed": lambda: before is not None and bool(before.correct) and not ep.correct,
+            "branched": lambda: bool(branch_claims(data.kg, q, ep.parsed.claims)),
         }
         return all(checks[t]() for t in terms if t in checks)
 
@@ -269,6 +281,7 @@ def _describe(term: str, src: str | None, dst: str) -> str:
         "wrong": f"is wrong in {dst}",
         "grounded": f"is grounded in {dst} (well-formed, every gold edge claimed in order)",
         "failed_honestly": f"failed honestly in {dst} (well-formed and wrong, claiming only KG edges)",
+        "branched": f"carried a branch in {dst} (its TRACE states a true edge off the gold path that the walk prunes)",
     }.get(term, f"has an episode in {dst}")
 
 

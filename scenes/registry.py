@@ -11,8 +11,11 @@ from pydantic import BaseModel
 
 from scenes.before_after import BeforeAfterScene
 from scenes.distribution_trap import DistributionTrapScene
+from scenes.kg_overview import KGOverviewScene
 from scenes.kg_path import KGPathScene
 from scenes.payloads import PAYLOAD_MODELS
+from scenes.phase_flow import PhaseFlowScene
+from scenes.question_build import QuestionBuildScene
 from scenes.results_table import ResultsTableScene
 from scenes.reward_bars import RewardBarsScene
 from scenes.title_card import TitleCardScene
@@ -26,6 +29,11 @@ SCENE_TYPES: dict[str, tuple[type[Scene], type[BaseModel]]] = {
     "training_curves": (TrainingCurvesScene, PAYLOAD_MODELS["training_curves"]),
     "distribution_trap": (DistributionTrapScene, PAYLOAD_MODELS["distribution_trap"]),
     "results_table": (ResultsTableScene, PAYLOAD_MODELS["results_table"]),
+    "monitor": (TrainingCurvesScene, PAYLOAD_MODELS["monitor"]),
+    "intervals": (DistributionTrapScene, PAYLOAD_MODELS["intervals"]),
+    "phase_flow": (PhaseFlowScene, PAYLOAD_MODELS["phase_flow"]),
+    "question_build": (QuestionBuildScene, PAYLOAD_MODELS["question_build"]),
+    "kg_overview": (KGOverviewScene, PAYLOAD_MODELS["kg_overview"]),
 }
 
 

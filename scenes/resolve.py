@@ -50,6 +50,7 @@ class ResolvedShot:
     episodes: list[dict[str, str]] = field(default_factory=list)
     selection: dict[str, Any] | None = None  # {query, fallback} of a query selection
     chapter: str | None = None  # the chapter this shot starts, for the upload text
+    run: str | None = None  # another run this shot reads (Shot.run), None for the storyboard's
 
     @property
     def spoken(self) -> str:
@@ -62,6 +63,8 @@ class ResolvedShot:
                                  "episodes": self.episodes}
         if self.selection is not None:
             entry["selection"] = self.selection
+        if self.run is not None:
+            entry["run"] = self.run
         return entry
 
     def final_duration(self, narration_seconds: float | None, *, first: bool = False, last: bool = False) -> float:
@@ -91,18 +94,31 @@ def resolve_upload(sb: Storyboard, data: RunData) -> dict[str, str] | None:
 
 
 def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
-    """Resolve every shot; any problem raises DataFileError at the line of the shot (or field)."""
-    base_ctx = data.template_context()
+    """Resolve every shot; any problem raises DataFileError at the line of the shot (or field).
+    A shot naming its own ``run:`` reads that run (loaded once) instead of ``data``."""
+    main_ctx = data.template_context()
+    others: dict[str, tuple[RunData, dict[str, Any]]] = {}
     out = []
     for i, shot in enumerate(sb.shots):
-        if not evaluate_when(shot, base_ctx, sb, i):
+        if not evaluate_when(shot, main_ctx, sb, i):
             continue
+        data_here, base_ctx = data, main_ctx
+        if shot.run is not None:
+            if shot.run not in others:
+                try:
+                    other = RunData.load(shot.run, kg_default=sb.kg, questions_default=sb.questions)
+                except DataFileError as exc:
+                    raise DataFileError(exc.path, f"{exc.message} (the run that {sb.source} shot {i + 1}, line "
+                                                  f"{shot.line}, names)", line=exc.line) from None
+                # the storyboard's run stays readable there as `main`
+                others[shot.run] = (other, {**other.template_context(), "main": main_ctx})
+            data_here, base_ctx = others[shot.run]
         try:
             params = dict(shot.params)
-            sel = select_episode(data, params.pop("episode"), sb, i) if "episode" in params else None
-            ctx = {**base_ctx, **(sel.context(data) if sel else {})}
+            sel = select_episode(data_here, params.pop("episode"), sb, i) if "episode" in params else None
+            ctx = {**base_ctx, **(sel.context(data_here) if sel else {})}
             rendered = render_params(params, ctx, sb, i)
-            payload = BUILDERS[shot.scene](data, rendered, sel)
+            payload = BUILDERS[shot.scene](data_here, rendered, sel)
             try:
                 validate_payload(shot.scene, payload)
             except ValueError as exc:
@@ -123,7 +139,7 @@ def resolve_shots(sb: Storyboard, data: RunData) -> list[ResolvedShot]:
                                 None if shot.duration == "narration" else float(shot.duration),
                                 sel.ex_id if sel else None, texts, sel.episodes() if sel else [],
                                 {"query": list(sel.query), "fallback": sel.fallback} if sel and sel.query else None,
-                                chapter))
+                                chapter, shot.run))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Reward bars: each reward component grows from a zero line to its value; the total last.
+"""Reward bars: each reward component grows from a zero line to its value, one after another; the total last.
 
 Every bar shares one vertical scale spanning all components' declared ranges and the total
 range, so bar lengths are comparable and negative values (penalties) hang below zero. The
@@ -7,7 +7,7 @@ value labels are the payload's numbers formatted with a sign; the scene invents 
 
 from __future__ import annotations
 
-from manim import DOWN, UP, Create, FadeIn, GrowFromEdge, LaggedStart, Line, Rectangle, VGroup
+from manim import DOWN, UP, Create, FadeIn, GrowFromEdge, Line, Rectangle, VGroup
 
 from scenes.payloads import RewardBarsPayload
 from scenes.theme import (
@@ -77,13 +77,10 @@ class RewardBarsScene(ClipScene):
         tx = L.content.left + slot * (n - 0.5)
         panel = Rectangle(width=slot * 0.96, height=top - bottom + 0.9, stroke_width=0,
                           fill_color=PANEL, fill_opacity=1.0).move_to((tx, (top + bottom) / 2 + 0.1, 0))
-        beats = [
-            Beat([FadeIn(title), FadeIn(panel), Create(zero), FadeIn(names)], 0.7),
-            Beat([LaggedStart(*grows[:-1], lag_ratio=0.35)], 0.4 * (n - 1) + 0.4),
-            Beat([FadeIn(VGroup(*values[:-1]))], 0.4),
-            Beat([grows[-1]], 0.7),
-            Beat([FadeIn(values[-1], scale=1.3)], 0.4),
-        ]
+        # one term at a time, as the narration reads them, then the total
+        beats = [Beat([FadeIn(title), FadeIn(panel), Create(zero), FadeIn(names)], 0.7)]
+        beats += [Beat([grows[i], FadeIn(values[i])], 0.6) for i in range(n - 1)]
+        beats += [Beat([grows[-1]], 0.7), Beat([FadeIn(values[-1], scale=1.3)], 0.4)]
         if note is not None:
             note.move_to((L.content.cx, L.content.bottom + note.height / 2, 0))
             beats.append(Beat([FadeIn(note)], 0.4))

@@ -179,6 +179,9 @@ class Shot(BaseModel):
     when: str | None = None
     #: optional chapter title (a template) starting at this shot, for the upload text's chapters
     chapter: str | None = None
+    #: optional: another run folder this one shot reads (its episodes, KG and templates), e.g. a
+    #: run on a graph that branches; ``when:`` still reads the storyboard's run
+    run: str | None = None
     _line: int = PrivateAttr(0)  # set by the loader: where the shot starts in the file
 
     @property

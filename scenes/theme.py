@@ -520,6 +520,38 @@ def label_box(
 # --------------------------------------------------------------------------- pacing
 
 
+def beat_schedule(seconds: Sequence[float], duration: float, fps: int, share: float = 0.8,
+                  max_stretch: float = 1.5, max_rest: float = 4.0) -> tuple[list[int], list[int]]:
+    """First and end frame of each beat of nominal ``seconds`` in a clip of ``duration``.
+
+    The beats' lengths are scaled to take ``share`` of the clip (at most ``max_stretch`` times
+    nominal) and played one after another; the clip's last frame is kept for the finished
+    picture. If what is left after the beats would be a still of more than ``max_rest``
+    seconds, it is shared out as equal rests after each beat instead.
+
+    >>> beat_schedule([1, 1], 2.5, 10)      # a short clip: the beats back to back, a final rest
+    ([0, 10], [10, 20])
+    >>> beat_schedule([1, 1, 1], 20.0, 10)  # a long one: 4.5 s of beats, 15.5 / 3 s of rest after each
+    ([0, 67, 133], [15, 82, 148])
+    """
+    total = max(1, round(duration * fps))
+    nominal = sum(max(0.0, s) for s in seconds) or 1.0
+    scale = min(max_stretch, share * duration / nominal)
+    budget = total - 1  # keep at least one frame for the final picture
+    played = sum(max(0.0, s) for s in seconds) * scale
+    rest = (duration - played) / len(seconds) if seconds and duration - played > max_rest else 0.0
+    starts, ends, t = [], [], 0.0
+    for s in seconds:
+        # cumulative time is rounded, not each beat, so rounding errors do not accumulate
+        start = min(budget, round(t * fps))
+        t += max(0.0, s) * scale
+        end = min(budget, round(t * fps))
+        starts.append(start)
+        ends.append(end)
+        t += rest
+    return starts, ends
+
+
 @dataclass
 class Beat:
     """One step of a scene: animations played together for ``seconds`` (nominal).
@@ -537,14 +569,19 @@ class ClipScene(Scene):
     """Base scene: holds the payload and paces ``beats()`` to exactly fill ``duration``.
 
     Subclasses implement ``beats()``, which builds mobjects and returns the Beat list. Nominal
-    beat lengths are scaled so they take ~80% of the clip (never stretched beyond 1.5x, so long
-    clips end on a longer still hold rather than sluggish animation); the rest is a final
-    hold that keeps the finished picture on screen while narration ends.
+    beat lengths are scaled so they take ~80% of the clip (never stretched beyond 1.5x, so a
+    long clip does not crawl); the rest is a final hold that keeps the finished picture on
+    screen while narration ends. When that hold would last more than ``MAX_REST`` seconds (a
+    long narration over few seconds of animation), the rest is shared out after every beat
+    instead, so the picture keeps changing while the narrator talks: a viewer leaves during
+    a still.
     """
 
     #: share of the clip the animations may use; the rest is the final hold.
     ANIM_SHARE = 0.8
     MAX_STRETCH = 1.5
+    #: longest final hold (s) before the rest is shared out between the beats
+    MAX_REST = 4.0
 
     def __init__(self, payload, duration: float, **kwargs):
         self.payload = payload
@@ -574,15 +611,10 @@ class ClipScene(Scene):
         self.total_frames = max(1, round(self.clip_duration * self.fps))
         self.frames_written = 0
         beats = self.beats()
-        nominal = sum(max(0.0, b.seconds) for b in beats) or 1.0
-        scale = min(self.MAX_STRETCH, self.ANIM_SHARE * self.clip_duration / nominal)
-        budget = self.total_frames - 1  # keep at least one frame for the final picture
-        t = 0.0
-        for b in beats:
-            # Round cumulative time, not each beat, so rounding errors do not accumulate.
-            start = min(budget, round(t * self.fps))
-            t += max(0.0, b.seconds) * scale
-            end = min(budget, round(t * self.fps))
+        starts, ends = beat_schedule([b.seconds for b in beats], self.clip_duration, self.fps,
+                                     self.ANIM_SHARE, self.MAX_STRETCH, self.MAX_REST)
+        for b, start, end in zip(beats, starts, ends):
+            self._hold(start - self.frames_written)
             anims = b.anims() if callable(b.anims) else list(b.anims)
             self._play_frames(anims, end - start, **b.kwargs)
         self._hold(self.total_frames - self.frames_written)

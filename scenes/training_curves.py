@@ -1,7 +1,8 @@
 """Training curves: hand-built axes (Lines and Text ticks, no LaTeX), series drawn over time.
 
-Axes and tick labels appear first, then dashed vertical phase boundaries with their labels,
-then every series is drawn left to right at once (one Create per polyline), then the legend.
+Axes, tick labels and any horizontal lines (thresholds) appear first, then dashed vertical
+phase boundaries (or marked steps) with their labels, then each series is drawn left to right
+with its legend entry, one after another (the ``monitor`` scene type draws its signals so).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 from manim import DOWN, LEFT, RIGHT, Create, DashedLine, FadeIn, Line, VGroup, VMobject
 
 from scenes.payloads import TrainingCurvesPayload
-from scenes.theme import GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
+from scenes.theme import BG, GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
 
 
 class TrainingCurvesScene(ClipScene):
@@ -69,10 +70,20 @@ class TrainingCurvesScene(ClipScene):
         for b in p.phase_boundaries:
             x = to_xy(b.x, ylo)[0]
             phases.add(DashedLine((x, bottom, 0), (x, top + 0.05, 0), color=MUTED, stroke_width=3, dash_length=0.1))
-            lab = fit_text(b.label, L.tiny_size, 1.6, 1, color=TEXT)
+            lab = fit_text(b.label, L.tiny_size, 3.0, 1, color=TEXT)
             lab.move_to((min(max(x, L.content.left + lab.width / 2), L.content.right - lab.width / 2),
                          top + 0.08 + lab.height / 2, 0))
             phases.add(lab)
+        hlines = VGroup()
+        for hl in p.hlines:
+            if ylo - 1e-9 <= hl.y <= yhi + 1e-9:
+                y = to_xy(xlo, hl.y)[1]
+                hlines.add(DashedLine((left, y, 0), (right, y, 0), color=TEXT, stroke_width=3, dash_length=0.12))
+                lab = fit_text(hl.label, L.tiny_size, (right - left) * 0.45, 1, color=TEXT)
+                lab.move_to((right - lab.width / 2 - 0.05, y + 0.06 + lab.height / 2, 0))
+                # drawn over the curves on a patch of background, so a line through it cannot hide it
+                lab.add_background_rectangle(color=BG, opacity=0.85, buff=0.04)
+                hlines.add(lab.set_z_index(5))
         curves = VGroup()
         for i, s in enumerate(p.series):
             pts = [to_xy(x, y) for x, y in s.points]
@@ -82,14 +93,14 @@ class TrainingCurvesScene(ClipScene):
             curve.set_points_as_corners(pts)
             curves.add(curve)
         beats = [
-            Beat([FadeIn(title), FadeIn(axes), FadeIn(ylab), FadeIn(xlab)], 0.7),
+            Beat([FadeIn(title), FadeIn(axes), FadeIn(ylab), FadeIn(xlab)] + ([FadeIn(hlines)] if len(hlines) else []), 0.7),
         ]
         if len(phases):
             beats.append(Beat([FadeIn(phases)], 0.5))
-        beats += [
-            Beat([Create(c) for c in curves], 1.8),
-            Beat([FadeIn(entries)], 0.5),
-        ]
+        if len(curves) == 1:
+            beats += [Beat([Create(curves[0])], 1.8), Beat([FadeIn(entries)], 0.5)]
+        else:  # one series at a time, each with its legend entry: the eye follows one line
+            beats += [Beat([Create(c), FadeIn(e)], 1.2) for c, e in zip(curves, entries)]
         return beats
 
 

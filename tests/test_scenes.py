@@ -75,6 +75,39 @@ PAYLOADS = {
         "title": "Results", "columns": ["phase", "acc"], "rows": [["base", "0.2"], ["GRPO", "0.6"]],
         "highlight_row": 1, "note": "n = 100",
     },
+    "monitor": {
+        "title": "Monitor", "x_label": "GRPO step", "y_label": "x threshold", "y_range": [0, 2.4],
+        "series": [{"name": "options copied", "points": [[1, 0.2], [2, 1.3]]},
+                   {"name": "false edges", "points": [[1, 0.1], [2, 0.4]]}],
+        "phase_boundaries": [{"x": 2, "label": "stopped at step 2"}],
+        "hlines": [{"y": 1, "label": "threshold"}, {"y": 2, "label": "2 x threshold"}],
+    },
+    "intervals": {
+        "title": "What each phase added", "y_label": "points",
+        "bars": [{"label": "SFT → RSFT", "value": 5.0, "lo": 2.0, "hi": 8.0, "n": 300, "text": "+5.0"},
+                 {"label": "RSFT → GRPO", "value": -0.3, "lo": -2.0, "hi": 1.0, "n": 300, "text": "-0.3"}],
+    },
+    "phase_flow": {
+        "title": "Base → SFT → GRPO",
+        "boxes": [{"label": "Base", "lines": ["no training"], "result": "0% right of 300"},
+                  {"label": "SFT", "lines": ["992 rows", "496 steps"], "result": "79% right of 300"},
+                  {"label": "GRPO", "lines": ["11 steps"], "result": "84% right of 300"}],
+        "arrows": [{"text": "+78.7 points", "measurable": True}, {"text": "+0.3: nothing measurable"}],
+    },
+    "question_build": {
+        "title": "One right answer", "question": KG["question"],
+        "hops": [{"src": "TLS handshake error", "rel": "is caused by", "dst": "clock skew"},
+                 {"src": "clock skew", "rel": "is fixed by", "dst": "sync clocks with NTP"}],
+        "options": [{"letter": "A", "label": "sync clocks with NTP", "source": "the walk's end", "answer": True},
+                    {"letter": "B", "label": "renew the certificate", "source": "a neighbour of the path"}],
+        "checks": [{"label": "one option reachable: 300 of 300", "ok": True}, {"label": "eval path in train: 0", "ok": True}],
+    },
+    "kg_overview": {
+        "title": "The graph", "counts": ["5 entities", "4 edges"],
+        "nodes": [{"id": n["id"], "label": n["label"], "type": n["type"], "x": i / 4, "y": (i % 2) * 1.0,
+                   "wave": 0 if n["id"] in KG["path"] else 1} for i, n in enumerate(KG["nodes"])],
+        "edges": [{"src": e["src"], "dst": e["dst"]} for e in KG["edges"]], "walk": KG["path"],
+    },
 }
 
 

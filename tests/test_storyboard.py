@@ -379,7 +379,15 @@ def test_every_number_in_shipped_storyboards_is_logged(run_with_kg, name):
     shots = resolve_shots(sb, data)
     texts = [t for s in shots for t in s.texts]
     assert any(NUMBER.search(t) for t in texts)  # the audit has something to check
-    assert audit(texts, allowed_numbers(data, tuple({s.ex_id for s in shots if s.ex_id}))) == []
+    # a shot that reads another run (`run:`) is audited against that run, and the storyboard's
+    # (its templates may read `main`)
+    own = [s for s in shots if s.run is None]
+    assert audit([t for s in own for t in s.texts], allowed_numbers(data, tuple({s.ex_id for s in own if s.ex_id}))) == []
+    for s in shots:
+        if s.run is not None:
+            other = RunData.load(REPO / s.run)
+            allowed = allowed_numbers(other, (s.ex_id,) if s.ex_id else ()) | allowed_numbers(data)
+            assert audit(s.texts, allowed) == [], s.index + 1
 
 
 def test_number_audit_catches_a_typed_number(run_with_kg):
@@ -455,13 +463,21 @@ def test_the_selection_experiment_is_told_only_where_the_run_measured_it():
     assert footer.startswith(f"RSFT data by right answers only, not the path: {100 * over['diff']:+.0f} pts"
                              + ("" if measurable else " (not measurable)") + ", 3 seeds.")
     explainer = load_storyboard(REPO / "storyboards" / "explainer.yaml")
-    shot = [s for s in resolve_shots(explainer, food) if s.payload.get("title") == "What the graph's reward adds"]
-    assert len(shot) == 1 and f"{100 * over['diff']:+.1f} points" in shot[0].payload["subtitle"]
-    assert ("nothing measurable" in shot[0].payload["subtitle"]) == (not measurable)
+    shot = [s for s in resolve_shots(explainer, food) if s.chapter == "What the graph's reward adds"]
+    assert len(shot) == 1 and shot[0].scene == "intervals"
+    # a bar per seed, then the seeds pooled, each with its paired interval
+    bars = shot[0].payload["bars"]
+    assert [b["label"] for b in bars] == [f"seed {k}" for k in over_seeds_keys(food)] + ["3 seeds pooled"]
+    assert bars[-1]["text"] == f"{100 * over['diff']:+.1f}" and bars[-1]["lo"] == pytest.approx(100 * over["ci"][0])
+    assert ("within noise" in shot[0].narration) == (not measurable)
     reference = RunData.load(REPO / explainer.run, kg_default=REPO / explainer.kg,
                              questions_default=REPO / explainer.questions)
-    assert not [s for s in resolve_shots(explainer, reference) if s.payload.get("title") == "What the graph's reward adds"]
+    assert not [s for s in resolve_shots(explainer, reference) if s.chapter == "What the graph's reward adds"]
     assert "RSFT data" not in resolve_shots(short, reference)[-1].payload["footer"]
+
+
+def over_seeds_keys(data: RunData) -> list[str]:
+    return list(data.metrics["selection"]["vs_reward_by_seed"])
 
 
 @pytest.mark.parametrize("run", ["reference", "quick", "food"])
@@ -479,6 +495,10 @@ def test_the_explainer_runs_six_to_ten_minutes_with_its_sections(run, tmp_path):
     voiced = engine_available(voice["engine"])
     seconds = 0.0
     for s in shots:
+        if s.duration is not None:  # a chapter title: its fixed seconds, no narration
+            assert not s.narration.strip() and s.duration <= 3, (run, s.index + 1)
+            seconds += s.duration
+            continue
         said = (synthesize(s.narration, tmp_path, engine=voice["engine"], voice=voice.get("voice"), speed=voice["speed"]).seconds
                 if voiced else estimate_seconds(s.narration, voice["speed"]))
         seconds += s.final_duration(said)
@@ -496,6 +516,14 @@ def test_the_explainer_runs_six_to_ten_minutes_with_its_sections(run, tmp_path):
     # the branching section reads this run's graph: functional here, branching on food
     (branch,) = [s for s in shots if s.chapter == "When the graph branches"]
     assert ("every hop is unique" in branch.narration) == (run != "food")
+    # ...and on a functional graph draws a branching TRACE from the food run, saying so
+    if run != "food":
+        assert branch.run == "data/runs/food" and "From run food" in branch.caption
+        assert branch.payload["branch_edges"], "the food run's answer carried no branch"
+    else:
+        assert branch.run is None
+    # every section has a picture: text cards only as chapter titles
+    assert all(s.scene != "title" or s.duration == 3 for s in shots)
 
 
 def test_a_made_answer_is_scored_by_the_runs_evaluation_reward(tmp_path):

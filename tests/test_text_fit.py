@@ -85,6 +85,52 @@ def payloads() -> dict[str, dict]:
             "rows": [[ph, "41% (35–46%)", "63%", "48%", "37%", "29%", "21%", "87%", "39%"] for ph in ("Base", "SFT", "RSFT", "GRPO")],
             "highlight_row": 3, "note": "n = 300 questions per phase; 95% Wilson intervals",
         },
+        "monitor": {
+            "title": "Watching for reward hacking", "x_label": "GRPO step",
+            "y_label": "each signal as a multiple of its threshold", "y_range": [0, 2.4],
+            "series": [{"name": name, "points": [[1, 0.2 * i], [6, 0.3 * i], [11, 1.2]]}
+                       for i, name in enumerate(["repeated names", "options copied", "path names, wrong answer",
+                                                 "rise in false edges", "trace length"])],
+            "phase_boundaries": [{"x": 11, "label": "stopped at step 11"}],
+            "hlines": [{"y": 1, "label": "threshold"}, {"y": 2, "label": "2 x threshold"}],
+        },
+        "intervals": {
+            "title": "What each phase added", "y_label": "points gained, paired on the same questions (95% interval)",
+            "note": "300 questions per phase. One run, one seed, a graph of 456 entities.",
+            "bars": [{"label": lab, "value": v, "lo": v - 4, "hi": v + 4, "n": 300, "text": f"{v:+.1f}"}
+                     for lab, v in (("Base → SFT", 78.7), ("SFT → RSFT", 5.0), ("RSFT → GRPO", 0.3),
+                                    ("path reward over answer-only", -2.3))],
+        },
+        "phase_flow": {
+            "title": "Base → SFT → RSFT → GRPO",
+            "boxes": [{"label": "Base", "lines": ["no training"], "result": "0% right of 300"},
+                      {"label": "SFT", "lines": ["2400 rows", "1200 steps"], "result": "79% right of 300"},
+                      {"label": "RSFT", "lines": ["96 prompts, 384 samples", "93 answers kept", "24 steps"],
+                       "result": "84% right of 300"},
+                      {"label": "GRPO", "lines": ["120 prompts", "176 answers sampled", "11 steps, stopped by the monitor"],
+                       "result": "84% right of 300"}],
+            "arrows": [{"text": "+78.7 points (+74.0 to +83.3)", "measurable": True},
+                       {"text": "+5.0 points (+2.0 to +8.0)", "measurable": True},
+                       {"text": "+0.3 points: nothing measurable", "measurable": False}],
+        },
+        "question_build": {
+            "title": "One right answer, nothing leaked", "question": q["question"],
+            "hops": [{"src": labels[i], "rel": rels[i % len(rels)], "dst": labels[i + 1]} for i in range(5)],
+            "options": [{"letter": k, "label": v, "source": src, "answer": k == "A"}
+                        for (k, v), src in zip(options.items(), ["the walk's end", "another relation at one hop",
+                                                                 "3 hops from the path", "stops a hop early"])],
+            "checks": [{"label": "one option reachable: 300 of 300 eval questions", "ok": True}]
+                      + [{"label": f"{a} path in {b}: 0", "ok": True}
+                         for a, b in (("eval", "train"), ("eval", "hard"), ("hard", "eval"), ("eval", "dev"),
+                                      ("dev", "eval"), ("hard", "dev"), ("shared question", "text"), ("hard eval", "same"))],
+        },
+        "kg_overview": {
+            "title": "The knowledge graph", "counts": ["456 entities", "779 edges", "6 relations"],
+            "note": "12 of its 456 entities, around one question's walk",
+            "nodes": [{"id": n["id"], "label": n["label"], "type": n["type"], "x": (i % 4) / 3, "y": (i // 4) / 2,
+                       "wave": 0 if n["id"] in path else 1} for i, n in enumerate(nodes)],
+            "edges": [{"src": e["src"], "dst": e["dst"]} for e in edges], "walk": path,
+        },
     }
 
 
@@ -240,7 +286,7 @@ def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_ban
     from scenes.theme import em_pixels
 
     shots = _short_over_the_committed_run()
-    assert {s.scene for s in shots} == set(payloads())  # every scene type is in the Short
+    assert {s.scene for s in shots} <= set(payloads())
     for shot in shots:
         fits, L, mobs = laid_out(shot.scene, shot.payload, 1080, 1920, tmp_path)
         assert problems(fits, L, 1920) == [], shot.scene
@@ -251,6 +297,24 @@ def test_every_shot_of_the_short_uses_the_portrait_frame_down_to_the_caption_ban
         # lowest content ends at most 0.7 units (168 px of 1920) above the caption text
         assert L.captions.top < L.content.bottom - 1e-6 <= lowest, shot.scene
         assert lowest - captions_top <= 0.7, (shot.scene, round(lowest - captions_top, 2))
+
+
+@pytest.mark.parametrize("run", ["reference", "food"])
+def test_every_shot_of_the_explainer_is_legible_uncut_and_in_frame(run, tmp_path):
+    """The explainer's shots over a committed run (the reference run's graph is functional, so its
+    branching shot reads data/runs/food; the food run's is its own), laid out at 1920x1080."""
+    from scenes.resolve import RunData, resolve_shots
+    from scenes.storyboard import load_storyboard
+
+    sb = load_storyboard(REPO / "storyboards" / "explainer.yaml")
+    data = RunData.load(REPO / "data" / "runs" / run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
+    shots = resolve_shots(sb, data)
+    assert {"kg_overview", "question_build", "phase_flow", "monitor", "intervals"} <= {s.scene for s in shots}
+    assert sum(s.scene == "title" for s in shots) == 2  # chapter titles only, 3 s each
+    assert all(s.duration == 3 for s in shots if s.scene == "title")
+    for shot in shots:
+        fits, L, _ = laid_out(shot.scene, shot.payload, 1920, 1080, tmp_path)
+        assert problems(fits, L, 1080) == [], (shot.index + 1, shot.scene)
 
 
 def test_the_shorts_kg_path_fills_the_width_with_large_nodes(tmp_path):
