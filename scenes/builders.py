@@ -260,7 +260,8 @@ def build_monitor(data: RunData, params: dict, sel: Selection | None) -> dict:
             "phase_boundaries": marks, "x_label": params.get("x_label", f"{phase_label(phase)} step"),
             "y_label": params.get("y_label", "each signal as a multiple of its threshold"),
             "y_range": [0.0, top],
-            "hlines": [{"y": 1.0, "label": "threshold"}, {"y": settings_far, "label": f"{settings_far:g} x threshold"}]}
+            "hlines": [{"y": 1.0, "label": "threshold"}, {"y": settings_far, "label": f"{settings_far:g} x threshold"}],
+            "marks": [{"x": float(pt["step"]), "kind": pt["status"]} for pt in points if pt["status"] in ("warning", "stop")]}
 
 
 def moving_mean(points: list[list[float]], window: int) -> list[list[float]]:
@@ -332,7 +333,14 @@ def build_intervals(data: RunData, params: dict, sel: Selection | None) -> dict:
                          "hi": 100 * float(hi), "n": int(b["n"]), "text": pct(b["accuracy"])})
         y_label = "% right on held-out questions (95% interval)"
     elif source == "steps":
-        for st in [st for st in data.steps() if st["phase"] in wanted]:
+        after = params.get("after")
+        if after is not None:
+            after = phase_named(data, after, "intervals.after")
+            if after not in data.phases:
+                raise ShotError(f"intervals: after {after!r} is not a phase of run {data.run_id} ({data.phases})")
+        # `after: sft` leaves out the steps before it (base -> SFT dwarfs the rest on one scale)
+        start = data.phases.index(after) if after is not None else 0
+        for st in [st for st in data.steps() if st["phase"] in wanted and data.phases.index(st["before"]) >= start]:
             bars.append(_diff_bar(f"{phase_label(st['before'])} → {phase_label(st['phase'])}", st))
         ablation = (data.metrics.get("ablation") or {}).get("vs_grpo")
         if params.get("ablation") and ablation:
@@ -404,12 +412,13 @@ def build_phase_flow(data: RunData, params: dict, sel: Selection | None) -> dict
         st = steps.get((a, b))
         if st is None:
             arrows.append({"text": "not compared", "measurable": False})
-        elif st["measurable"]:
-            lo, hi = st["ci"]
-            arrows.append({"text": f"{st['diff'] * 100:+.1f} points ({lo * 100:+.1f} to {hi * 100:+.1f})",
-                           "measurable": True})
         else:
-            arrows.append({"text": f"{st['diff'] * 100:+.1f} points: nothing measurable", "measurable": False})
+            # the questions it is paired on, where fewer than the phase answered (quick asks base 30)
+            on = f" on {st['n']}" if block.get(b) and st["n"] != block[b]["n"] else ""
+            lo, hi = st["ci"]
+            text = (f"{st['diff'] * 100:+.1f} points{on} ({lo * 100:+.1f} to {hi * 100:+.1f})" if st["measurable"]
+                    else f"{st['diff'] * 100:+.1f} points{on}: nothing measurable")
+            arrows.append({"text": text, "measurable": bool(st["measurable"])})
     return {"title": params.get("title", " → ".join(phase_label(p) for p in phases)), "boxes": boxes,
             "arrows": arrows, "note": params.get("note", "")}
 

@@ -21,7 +21,7 @@ True
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -284,6 +284,13 @@ class HLine(_Model):
     label: str
 
 
+class StepMark(_Model):
+    """A step the chart marks on its x axis: where a monitor warned, or where it stopped."""
+
+    x: float
+    kind: Literal["warning", "stop"]
+
+
 class TrainingCurvesPayload(_Model):
     """Line chart of 1+ series over training steps, with phase boundaries (or any labelled
     step, such as where a monitor stopped a phase), horizontal lines and a legend."""
@@ -292,6 +299,7 @@ class TrainingCurvesPayload(_Model):
     series: list[CurveSeries] = Field(min_length=1, max_length=6)
     phase_boundaries: list[PhaseBoundary] = Field(default_factory=list)
     hlines: list[HLine] = Field(default_factory=list, max_length=3)
+    marks: list[StepMark] = Field(default_factory=list)
     x_label: str
     y_label: str
     y_range: tuple[float, float]

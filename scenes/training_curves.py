@@ -7,11 +7,14 @@ with its legend entry, one after another (the ``monitor`` scene type draws its s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from manim import DOWN, LEFT, RIGHT, Create, DashedLine, FadeIn, Line, VGroup, VMobject
+
+from manim import DOWN, LEFT, RIGHT, Create, DashedLine, Dot, FadeIn, GrowFromCenter, Line, VGroup, VMobject
 
 from scenes.payloads import TrainingCurvesPayload
-from scenes.theme import BG, GRID, MUTED, SERIES, TEXT, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
+from scenes.theme import BG, GRID, MUTED, PATH, SERIES, TEXT, WRONG, Beat, ClipScene, fit_text, fmt_tick, nice_ticks, top_under
 
 
 class TrainingCurvesScene(ClipScene):
@@ -32,6 +35,8 @@ class TrainingCurvesScene(ClipScene):
             entries.arrange_in_grid(cols=2 if len(p.series) > 1 else 1, buff=(0.3, 0.1), cell_alignment=LEFT)
         else:
             entries.arrange(RIGHT, buff=0.5)
+        if entries.width > L.content.width and not L.portrait:  # a grid of three before a column
+            entries.arrange_in_grid(cols=3, buff=(0.5, 0.1), cell_alignment=LEFT)
         if entries.width > L.content.width:  # one entry a line rather than smaller text
             entries.arrange(DOWN, aligned_edge=LEFT, buff=0.1)
         entries.move_to((L.content.cx, L.content.bottom + entries.height / 2, 0))
@@ -61,7 +66,13 @@ class TrainingCurvesScene(ClipScene):
                 axes.add(Line((left, y, 0), (right, y, 0), color=GRID, stroke_width=1.5))
                 axes.add(fit_text(fmt_tick(t), L.tiny_size, tick_w - 0.08, 1, color=MUTED)
                          .next_to(np.array((left, y, 0.0)), LEFT, buff=0.08))
-        for t in nice_ticks(xlo, xhi, 3 if L.portrait else 5):
+        xticks = nice_ticks(xlo, xhi, 3 if L.portrait else 5)
+        if all(float(x).is_integer() for s in p.series for x, _ in s.points):
+            # steps are whole: no tick at step 1.5
+            xticks = [t for t in xticks if float(t).is_integer()] or [xlo, xhi]
+            if len(xticks) < 2:
+                xticks = sorted({math.floor(xlo), math.ceil(xhi)})
+        for t in xticks:
             if xlo - 1e-9 <= t <= xhi + 1e-9:
                 x = to_xy(t, ylo)[0]
                 axes.add(fit_text(fmt_tick(t), L.tiny_size, 1.0, 1, color=MUTED)
@@ -97,10 +108,23 @@ class TrainingCurvesScene(ClipScene):
         ]
         if len(phases):
             beats.append(Beat([FadeIn(phases)], 0.5))
+        # the monitor's verdicts: a dot on the x axis at each step that warned (amber) or stopped (red)
+        marks = []
+        for m in p.marks:
+            x = to_xy(m.x, ylo)[0]
+            marks.append(Dot((x, bottom, 0), radius=0.09, color=WRONG if m.kind == "stop" else PATH).set_z_index(6))
+        kinds = [k for k in ("warning", "stop") if any(m.kind == k for m in p.marks)]
+        mark_key = VGroup(*[VGroup(Dot(radius=0.07, color=WRONG if k == "stop" else PATH),
+                                   fit_text("stopped" if k == "stop" else "warned", L.tiny_size, 2.0, 1, color=TEXT))
+                            .arrange(RIGHT, buff=0.1) for k in kinds]).arrange(RIGHT, buff=0.3)
+        if len(mark_key):
+            mark_key.move_to((right - mark_key.width / 2, top + 0.08 + mark_key.height / 2 + (0.3 if len(phases) else 0), 0))
         if len(curves) == 1:
             beats += [Beat([Create(curves[0])], 1.8), Beat([FadeIn(entries)], 0.5)]
         else:  # one series at a time, each with its legend entry: the eye follows one line
             beats += [Beat([Create(c), FadeIn(e)], 1.2) for c, e in zip(curves, entries)]
+        for i, dot in enumerate(marks):
+            beats.append(Beat([GrowFromCenter(dot)] + ([FadeIn(mark_key)] if i == 0 else []), 0.4))
         return beats
 
 
