@@ -162,6 +162,10 @@ class RSFTSettings(_Strict):
     prompt_hops: list[HopLength] | None = Field(default_factory=lambda: [LONGEST])
     n_prompts: int = Field(96, ge=1)  # x k_samples, from training questions SFT did not show
     k_samples: int = Field(4, ge=1)
+    # What a kept winner must be: "correct" (the right letter), or "grounded" (right, and its
+    # TRACE states every gold edge in order): on a graph where right answers are often guesses,
+    # the graph's check keeps RSFT from training on them (finding 69)
+    winners: Literal["correct", "grounded"] = "correct"
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
     # The easy prompts' longest keyed 3-hop reference completion is 88 tokens (generation.fit_windows

@@ -252,14 +252,15 @@ def build_monitor(data: RunData, params: dict, sel: Selection | None) -> dict:
     if not series:
         raise ShotError(f"monitor: no signal was judged in the {phase} monitor of run {data.run_id}")
     settings_far = MonitorSettings.model_validate(data.config.get("monitor") or {}).far_over_factor
-    top = max([p[1] for s in series for p in s["points"]] + [settings_far * 1.2])
+    ys = [p[1] for s in series for p in s["points"]]
+    top, low = max(ys + [settings_far * 1.2]), min(ys + [0.0])  # a fall (false edges) goes below 0
     marks = []
     if block.get("status") == "stop" and block.get("stop_step") is not None:
         marks.append({"x": float(block["stop_step"]), "label": f"stopped at step {block['stop_step']}"})
     return {"title": params.get("title", f"The monitor during {phase_label(phase)}"), "series": series[:6],
             "phase_boundaries": marks, "x_label": params.get("x_label", f"{phase_label(phase)} step"),
             "y_label": params.get("y_label", "each signal as a multiple of its threshold"),
-            "y_range": [0.0, top],
+            "y_range": [low, top],
             "hlines": [{"y": 1.0, "label": "threshold"}, {"y": settings_far, "label": f"{settings_far:g} x threshold"}],
             "marks": [{"x": float(pt["step"]), "kind": pt["status"]} for pt in points if pt["status"] in ("warning", "stop")]}
 
@@ -348,12 +349,14 @@ def build_intervals(data: RunData, params: dict, sel: Selection | None) -> dict:
         y_label = "points gained, paired on the same questions (95% interval)"
     elif source == "selection":
         sel_block = data.metrics.get("selection") or {}
+        # logged as right-answers-only minus the path reward: drawn the other way round, what the
+        # graph's reward added (negative: it cost)
         for seed, cmp in (sel_block.get("vs_reward_by_seed") or {}).items():
-            bars.append(_diff_bar(f"seed {seed}", {**cmp, "n": sel_block.get("n", 0)}))
+            bars.append(_diff_bar(f"seed {seed}", {**cmp, "n": sel_block.get("n", 0)}, flip=True))
         if sel_block.get("over_seeds"):
             pooled = sel_block["over_seeds"]
-            bars.append(_diff_bar(f"{pooled.get('n_seeds', len(bars))} seeds pooled", pooled))
-        y_label = "right answers only minus path reward, points (95% interval)"
+            bars.append(_diff_bar(f"{pooled.get('n_seeds', len(bars))} seeds pooled", pooled, flip=True))
+        y_label = "path reward minus right answers only, points (95% interval)"
     else:
         raise ShotError(f"intervals: unknown source {source!r}; use phases, steps or selection")
     if not bars:
@@ -418,7 +421,7 @@ def build_phase_flow(data: RunData, params: dict, sel: Selection | None) -> dict
             lo, hi = st["ci"]
             text = (f"{st['diff'] * 100:+.1f} points{on} ({lo * 100:+.1f} to {hi * 100:+.1f})" if st["measurable"]
                     else f"{st['diff'] * 100:+.1f} points{on}: nothing measurable")
-            arrows.append({"text": text, "measurable": bool(st["measurable"])})
+            arrows.append({"text": text, "measurable": bool(st["measurable"]), "diff": float(st["diff"])})
     return {"title": params.get("title", " → ".join(phase_label(p) for p in phases)), "boxes": boxes,
             "arrows": arrows, "note": params.get("note", "")}
 
@@ -427,7 +430,7 @@ def build_phase_flow(data: RunData, params: dict, sel: Selection | None) -> dict
 SOURCE_WORDS = {
     "wrong_relation": "another relation at one hop",
     "sibling": "another target of one hop's relation",
-    "stop_early": "stops a hop early",
+    "stop_early": "an entity on the path",
     "overshoot": "one hop past the answer",
     "neighbour": "a neighbour of the path",
 }
@@ -437,7 +440,7 @@ def source_words(source: str) -> str:
     """A distractor's source as the screen says it.
 
     >>> source_words("nearby_2"), source_words("stop_early")
-    ('2 hops from the path', 'stops a hop early')
+    ('2 hops from the path', 'an entity on the path')
     """
     if source.startswith("nearby_") and source.rsplit("_", 1)[1].isdigit():
         return f"{source.rsplit('_', 1)[1]} hops from the path"

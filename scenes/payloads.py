@@ -367,6 +367,7 @@ class PhaseArrow(_Model):
 
     text: NonEmptyStr
     measurable: bool = False
+    diff: float = 0.0  # the difference's sign colours a measurable arrow: a gain green, a loss red
 
 
 class PhaseFlowPayload(_Model):

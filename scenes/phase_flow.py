@@ -2,7 +2,8 @@
 
 Each phase is a box: its name, what it trained on (rows, prompts, samples, steps, from the
 run's logs) and its held-out accuracy. An arrow joins each box to the next, labelled with what
-that phase changed, paired on the same questions, or "nothing measurable". The boxes sit in a
+that phase changed, paired on the same questions (green a measurable gain, red a measurable
+loss), or "nothing measurable" (grey). The boxes sit in a
 row (landscape) or a column (portrait); the phase being told is lit, the others dimmed.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from manim import DOWN, LEFT, RIGHT, Arrow, FadeIn, GrowArrow, RoundedRectangle, VGroup
 
 from scenes.payloads import PhaseFlowPayload
-from scenes.theme import MUTED, NODE_STROKE, PANEL, PATH, RIGHT as RIGHT_COLOUR, TEXT, Beat, ClipScene, fit_text, top_under
+from scenes.theme import MUTED, NODE_STROKE, PANEL, PATH, RIGHT as RIGHT_COLOUR, TEXT, WRONG, Beat, ClipScene, fit_text, top_under
 
 
 class PhaseFlowScene(ClipScene):
@@ -79,7 +80,7 @@ class PhaseFlowScene(ClipScene):
         arrows = []
         for i, a in enumerate(p.arrows):
             src, dst = frames[i], frames[i + 1]
-            colour = RIGHT_COLOUR if a.measurable else MUTED
+            colour = (RIGHT_COLOUR if a.diff > 0 else WRONG) if a.measurable else MUTED
             if L.portrait:
                 x = L.content.left + box_w * 0.23
                 arrow = Arrow((x, src.get_bottom()[1], 0), (x, dst.get_top()[1], 0), buff=0.02, color=colour,

@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from library.contracts import Claim, Episode, Question
+from library.contracts import Episode, Question
 from library.errors import DataFileError
-from library.graph.oracle import question_walk, walk_edges
 from library.questions.wording import reference_completion
 from library.scoring.hacks import HACKS
-from scenes.run_data import RunData
+from scenes.run_data import RunData, branch_claims
 from scenes.storyboard import Storyboard, phase_label
 
 #: Selection query terms. A query is one term or a list of them (``[improved, grounded]``);
@@ -194,16 +193,6 @@ def _select(data: RunData, spec: Any, path: tuple) -> Selection:
         if not exc.path:
             exc.path = path
         raise
-
-
-def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, str, str]]:
-    """The branches a TRACE carried: its claims (as the reward stored them) that the reasoning
-    procedure states for ``q`` (library/graph/oracle.py ``walk_edges``) but that are not gold
-    edges, in TRACE order. Each is a true edge into an entity the graph later prunes; on a
-    functional graph the procedure states only the gold edges, so there are none."""
-    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
-    stated = set(walk_edges(question_walk(kg, q))) - gold
-    return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
 
 
 def _terms(query: Any, path: tuple) -> tuple[str, ...]:

@@ -14,11 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from library.config import EvalSettings
-from library.contracts import Episode
+from library.contracts import Claim, Episode, Question
 from library.evaluation.evaluate import compare_phases
 from library.graph.check import fanouts
+from library.graph.oracle import question_walk, walk_edges
 from library.runs.reader import RunView
 from library.scoring.reward import RewardModel
+
+
+def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, str, str]]:
+    """The branches a TRACE carried: its claims (as the reward stored them) that the reasoning
+    procedure states for ``q`` (library/graph/oracle.py ``walk_edges``) but that are not gold
+    edges, in TRACE order. Each is a true edge into an entity the graph later prunes; on a
+    functional graph the procedure states only the gold edges, so there are none."""
+    gold = {(e.src, e.rel, e.dst) for e in q.path_star.edges}
+    stated = set(walk_edges(question_walk(kg, q))) - gold
+    return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
 
 
 class RunData(RunView):
@@ -66,10 +77,19 @@ class RunData(RunView):
         phases = self.phases
         ctx = {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
                "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
-               "kg": _KGStats(self), "steps": self.steps()}
+               "kg": _KGStats(self), "steps": self.steps(), "branched": self.branched_answers}
         if self.data_stats is not None:  # templates test `stats is defined`
             ctx["stats"] = self.data_stats
         return ctx
+
+    @cached_property
+    def branched_answers(self) -> int:
+        """How many of the final phase's eval answers carried a branch (``branch_claims``): a
+        storyboard shows a branching TRACE from this run only where there is one to show."""
+        final = self.phases[-1] if self.phases else None
+        questions = self.questions() if final else {}
+        return sum(1 for ex_id, q in questions.items()
+                   if (ep := self.eval_episode(ex_id, final)) is not None and branch_claims(self.kg, q, ep.parsed.claims))
 
     @cached_property
     def _steps(self) -> list[dict[str, Any]]:

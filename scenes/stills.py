@@ -130,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.mp4.is_file():
         print(f"error: {args.mp4}: no such file", file=sys.stderr)
         return 2
-    r = report(args.mp4, args.every, args.grace)
+    try:
+        r = report(args.mp4, args.every, args.grace)
+    except RuntimeError as exc:  # ffmpeg could not read it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"{args.mp4}: {r['seconds']:.0f} s sampled every {r['every']:g} s; "
           f"{len(r['stills'])} stills longer than {r['grace']:g} s, the longest {r['longest']:.0f} s")
     for s in r["stills"]:

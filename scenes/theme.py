@@ -521,25 +521,32 @@ def label_box(
 
 
 def beat_schedule(seconds: Sequence[float], duration: float, fps: int, share: float = 0.8,
-                  max_stretch: float = 1.5, max_rest: float = 4.0) -> tuple[list[int], list[int]]:
+                  max_stretch: float = 1.5, max_rest: float = 4.0, max_gap: float = 6.0) -> tuple[list[int], list[int]]:
     """First and end frame of each beat of nominal ``seconds`` in a clip of ``duration``.
 
     The beats' lengths are scaled to take ``share`` of the clip (at most ``max_stretch`` times
     nominal) and played one after another; the clip's last frame is kept for the finished
     picture. If what is left after the beats would be a still of more than ``max_rest``
-    seconds, it is shared out as equal rests after each beat instead.
+    seconds, it is shared out as equal rests after each beat instead, and if a rest would then
+    last more than ``max_gap`` seconds (a long narration over few beats), the beats play slower
+    so that none does: slow movement rather than a still.
 
     >>> beat_schedule([1, 1], 2.5, 10)      # a short clip: the beats back to back, a final rest
     ([0, 10], [10, 20])
     >>> beat_schedule([1, 1, 1], 20.0, 10)  # a long one: 4.5 s of beats, 15.5 / 3 s of rest after each
     ([0, 67, 133], [15, 82, 148])
+    >>> beat_schedule([1, 1, 1], 30.0, 10)  # longer: beats of 4 s, rests of 6 s
+    ([0, 100, 200], [40, 140, 240])
     """
     total = max(1, round(duration * fps))
     nominal = sum(max(0.0, s) for s in seconds) or 1.0
     scale = min(max_stretch, share * duration / nominal)
     budget = total - 1  # keep at least one frame for the final picture
-    played = sum(max(0.0, s) for s in seconds) * scale
+    played = nominal * scale
     rest = (duration - played) / len(seconds) if seconds and duration - played > max_rest else 0.0
+    if rest > max_gap:
+        rest = max_gap
+        scale = (duration - rest * len(seconds)) / nominal
     starts, ends, t = [], [], 0.0
     for s in seconds:
         # cumulative time is rounded, not each beat, so rounding errors do not accumulate
@@ -582,6 +589,8 @@ class ClipScene(Scene):
     MAX_STRETCH = 1.5
     #: longest final hold (s) before the rest is shared out between the beats
     MAX_REST = 4.0
+    #: longest rest (s) between beats; past it the beats play slower instead
+    MAX_GAP = 6.0
 
     def __init__(self, payload, duration: float, **kwargs):
         self.payload = payload
@@ -612,7 +621,7 @@ class ClipScene(Scene):
         self.frames_written = 0
         beats = self.beats()
         starts, ends = beat_schedule([b.seconds for b in beats], self.clip_duration, self.fps,
-                                     self.ANIM_SHARE, self.MAX_STRETCH, self.MAX_REST)
+                                     self.ANIM_SHARE, self.MAX_STRETCH, self.MAX_REST, self.MAX_GAP)
         for b, start, end in zip(beats, starts, ends):
             self._hold(start - self.frames_written)
             anims = b.anims() if callable(b.anims) else list(b.anims)

@@ -69,9 +69,9 @@ class TrainingCurvesScene(ClipScene):
         xticks = nice_ticks(xlo, xhi, 3 if L.portrait else 5)
         if all(float(x).is_integer() for s in p.series for x, _ in s.points):
             # steps are whole: no tick at step 1.5
-            xticks = [t for t in xticks if float(t).is_integer()] or [xlo, xhi]
-            if len(xticks) < 2:
-                xticks = sorted({math.floor(xlo), math.ceil(xhi)})
+            xticks = [t for t in xticks if float(t).is_integer()]
+            if len(xticks) < 2:  # a short phase: every whole step in the range
+                xticks = list(range(math.ceil(xlo), math.floor(xhi) + 1))
         for t in xticks:
             if xlo - 1e-9 <= t <= xhi + 1e-9:
                 x = to_xy(t, ylo)[0]

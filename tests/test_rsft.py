@@ -59,6 +59,21 @@ def test_best_correct_sample_wins_and_wrong_prompts_are_dropped(data):
     assert all(e.phase == "rsft" and e.kind == "rollout" and e.split == "train" for e in episodes)
 
 
+def test_grounded_winners_drop_a_right_letter_without_its_path(data):
+    """``rsft.winners: grounded``: a prompt whose best sample is right but does not state the gold
+    path (a guess) gives no winner; one whose best states it keeps it, as with ``correct``."""
+    rm = RewardModel.from_preset(data["kg"], "paper+edges")
+    q1, q2 = [q for q in data["train"] if q.hop_len == 2][:2]
+    samples = [[_bare(q1), "garbage"], [q2.ref.completion, _bare(q2)]]
+    _, right = score_and_select([q1, q2], samples, rm)
+    episodes, grounded = score_and_select([q1, q2], samples, rm, winners_rule="grounded")
+    assert [q.id for q, _ in right] == [q1.id, q2.id]
+    assert grounded == [(q2, q2.ref.completion)]
+    assert [(e.ex_id, e.sample_idx) for e in episodes if e.selected] == [(q2.id, 0)]
+    with pytest.raises(ValueError, match="unknown winners rule"):
+        score_and_select([q1], samples[:1], rm, winners_rule="best")
+
+
 def test_rank_key_tie_breaks():
     from types import SimpleNamespace as NS
 

@@ -468,7 +468,8 @@ def test_the_selection_experiment_is_told_only_where_the_run_measured_it():
     # a bar per seed, then the seeds pooled, each with its paired interval
     bars = shot[0].payload["bars"]
     assert [b["label"] for b in bars] == [f"seed {k}" for k in over_seeds_keys(food)] + ["3 seeds pooled"]
-    assert bars[-1]["text"] == f"{100 * over['diff']:+.1f}" and bars[-1]["lo"] == pytest.approx(100 * over["ci"][0])
+    # logged as right-answers-only minus the path reward; drawn as what the path reward added
+    assert bars[-1]["text"] == f"{-100 * over['diff']:+.1f}" and bars[-1]["hi"] == pytest.approx(-100 * over["ci"][0])
     assert ("within noise" in shot[0].narration) == (not measurable)
     reference = RunData.load(REPO / explainer.run, kg_default=REPO / explainer.kg,
                              questions_default=REPO / explainer.questions)

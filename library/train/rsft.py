@@ -49,6 +49,8 @@ ROLLOUTS_DONE = "rollouts.done"
 #: (:func:`rank_key`; what the RSFT phase trains on), ``correctness`` takes the first right sample
 #: in sampling order, blind to the path (what an outcome-only reward could choose).
 SELECTION_RULES = ("reward", "correctness")
+#: What a kept winner must be (``rsft.winners``): right, or right and grounded.
+WINNER_RULES = ("correct", "grounded")
 
 
 def _trace_len(parsed: Any) -> int:
@@ -78,18 +80,22 @@ class RSFTResult:
 
 
 def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[str]], reward_model,
-                     **fields: Any) -> tuple[list[Episode], list[tuple[Any, str]]]:
+                     *, winners_rule: str = "correct", **fields: Any) -> tuple[list[Episode], list[tuple[Any, str]]]:
     """Score every sample; return (episodes, winners as (question, completion)).
 
-    A winner is the best-ranked sample of its prompt, and only if it is correct. ``fields``
-    go on every episode (e.g. ``backend="mlx"``).
+    A winner is the best-ranked sample of its prompt, and only if it is correct, or with
+    ``winners_rule="grounded"`` only if it is also grounded (its TRACE states every gold edge in
+    order: the graph checked every hop, not only the letter). ``fields`` go on every episode
+    (e.g. ``backend="mlx"``).
     """
+    if winners_rule not in WINNER_RULES:
+        raise ValueError(f"unknown winners rule {winners_rule!r}; expected one of {', '.join(WINNER_RULES)}")
     episodes, winners = [], []
     for q, samples in zip(questions, completions):
         group = score_episodes(reward_model, [q] * len(samples), samples, phase="rsft", step=0, kind=ROLLOUT_KIND,
                                **fields)
         best = max(range(len(group)), key=lambda i: rank_key(group[i].parsed, group[i].reward)) if group else None
-        keep = best is not None and group[best].correct
+        keep = best is not None and group[best].correct and (winners_rule == "correct" or bool(group[best].grounded))
         episodes += [ep.model_copy(update={"selected": keep and i == best}) for i, ep in enumerate(group)]
         if keep:
             winners.append((q, samples[best]))
@@ -205,7 +211,7 @@ def run_rsft(model, tokenizer, questions: Sequence[Any], settings: Any, reward_m
         model.eval()
         # every process holds every sample group (gathered), so each scores and picks the same winners
         completions = sample_rsft(model, tokenizer, questions, settings, seed)
-        episodes, winners = score_and_select(questions, completions, reward_model)
+        episodes, winners = score_and_select(questions, completions, reward_model, winners_rule=settings.winners)
         episodes = log_episodes(run, episodes, gathered=True)  # as logged: what the result hands on
         if is_writer():
             done.write_text(f"{len(episodes)}\n", encoding="utf-8")

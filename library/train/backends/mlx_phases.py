@@ -119,7 +119,8 @@ class MlxBackend(PhaseBackend):
                                        k=s.k_samples, temperature=s.temperature, top_p=s.top_p,
                                        max_tokens=s.max_new_tokens, seed=cfg.seed)
             episodes, winners = select_rsft_winners(questions, completions, self.ctx.rewards["rsft"],
-                                                    forbidden_ids=sel.forbidden_ids, backend="mlx")
+                                                    forbidden_ids=sel.forbidden_ids, winners_rule=s.winners,
+                                                    backend="mlx")
             episodes = log_episodes(run, episodes, gathered=True)
             done.write_text(f"{len(episodes)}\n", encoding="utf-8")
         t_sample = time.perf_counter() - t0
@@ -148,10 +149,11 @@ class MlxBackend(PhaseBackend):
         return info
 
 
-def select_rsft_winners(questions, completions, reward_model, *, forbidden_ids: Iterable[str] = (), **fields):
+def select_rsft_winners(questions, completions, reward_model, *, forbidden_ids: Iterable[str] = (),
+                        winners_rule: str = "correct", **fields):
     """Score K samples per training prompt and pick winners with the torch RSFT's own ranking
     (``library.train.rsft.score_and_select``: best by ``rank_key``, dropped when the best is wrong).
     Returns ``(episodes, winners)``; the episodes are what RSFT logs (phase rsft, kind rollout,
     plus ``fields`` such as ``backend``)."""
     assert_training_only(questions, forbidden_ids)
-    return score_and_select(questions, completions, reward_model, **fields)
+    return score_and_select(questions, completions, reward_model, winners_rule=winners_rule, **fields)

@@ -97,7 +97,7 @@ class UnslothBackend(PhaseBackend):
         sampler, tok = torch_reference_model(cfg.model, self.ctx.adapter_root / "sft", device=self.eval_device)
         run.drop_episodes("rsft")
         completions = sample_rsft(sampler, tok, questions, cfg.rsft, cfg.seed)
-        episodes, _ = score_and_select(questions, completions, reward)
+        episodes, _ = score_and_select(questions, completions, reward, winners_rule=cfg.rsft.winners)
         log_episodes(run, episodes, gathered=True)
         done.write_text(f"{len(episodes)}\n", encoding="utf-8")
         del sampler
