@@ -169,3 +169,16 @@ def test_run_rsft_trains_on_winners_and_reuses_rollouts(data, tmp_path, monkeypa
         rsft.run_rsft(start, tok, prompts[:1] + data["eval"][:1], settings, rm, run, ckpt_dir=tmp_path / "ck2",
                       adapter_dir=tmp_path / "ad2", seed=0, forbidden_ids=forbidden)
     assert calls == [3]
+
+
+def test_rsft_samples_every_prompt_a_smaller_graph_has_and_says_so():
+    """quick asks for 150 prompts one hop past SFT; a graph whose `kgr data` made fewer gives all of
+    them, with a warning naming the count; a graph with none is an error."""
+    from types import SimpleNamespace as Q
+
+    hard = [Q(id=f"h{i}", split="train_hard") for i in range(40)]
+    with pytest.warns(UserWarning, match="holds 40 .* it samples all 40"):
+        chosen = select_prompts(hard, hard, "easy", 150, 0)
+    assert sorted(q.id for q in chosen) == sorted(q.id for q in hard)
+    with pytest.raises(ValueError, match="kgr data"):
+        select_prompts([], hard, "easy", 150, 0)

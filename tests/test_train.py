@@ -687,8 +687,10 @@ def test_a_recorded_config_without_newer_settings_compares_at_their_defaults():
     assert comparable_config({**recorded, "seed": 1}) != comparable_config(config)
 
 
-#: quick's RSFT before finding 66 (3-hop prompts, a 94-token window), which the older runs trained with
-QUICK_RSFT_3HOP = {"rsft": {"prompt_hops": [3], "max_new_tokens": 94}}
+#: quick's RSFT before finding 66 (3-hop prompts, a 94-token window) and finding 69 (64 prompts,
+#: right letters kept), which the older runs trained with
+QUICK_RSFT_3HOP = {"rsft": {"prompt_hops": [3], "max_new_tokens": 94, "n_prompts": 64, "winners": "correct"}}
+
 
 
 @pytest.mark.parametrize("name, profile, overrides", [

@@ -10,6 +10,7 @@ phase may draw train_hard's questions one hop past SFT's longest (``prompt_hops:
 from __future__ import annotations
 
 import random
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -178,9 +179,13 @@ def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str,
         if share > len(pool):
             split = " and ".join(sorted({q.split for q in pool})) or split  # `easy` may hold train_hard's next hop
             more = "--n-train-hard" if "train_hard" in split else "--n-train"
-            raise ValueError(f"RSFT wants {share} prompts (rsft.n_prompts) from {split}, which holds {len(pool)} of "
-                             f"the hop lengths it draws, SFT's rows left out: lower rsft.n_prompts, or ask `kgr data` "
-                             f"for more questions ({more})")
+            message = (f"RSFT wants {share} prompts (rsft.n_prompts) from {split}, which holds {len(pool)} of "
+                       f"the hop lengths it draws, SFT's rows left out")
+            if not pool:
+                raise ValueError(f"{message}: ask `kgr data` for more questions ({more})")
+            # a graph smaller than the profile's: RSFT samples every prompt there is, and says so
+            warnings.warn(f"{message}: it samples all {len(pool)} (more: `kgr data {more}`)", stacklevel=2)
+            share = len(pool)
         chosen += rng.sample(pool, share)
     return chosen
 
