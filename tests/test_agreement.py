@@ -131,7 +131,7 @@ def test_migrate_gives_old_metrics_the_grounded_count_of_their_episodes(tmp_path
     (run / "metrics.json").write_text(json.dumps(old))
     assert migrate_run(run)["metrics"] == len(blocks) == 8
     assert json.loads((run / "metrics.json").read_text()) == current
-    assert current["eval"]["grpo"]["grounded"]["correct"] == 113  # of 127 right answers
+    assert current["eval"]["grpo"]["grounded"]["correct"] == 118  # of 130 right answers
 
 
 def test_grounded_selection_reads_stored_claims_only(agreement_run, monkeypatch):

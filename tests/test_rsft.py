@@ -100,8 +100,8 @@ def test_select_prompts_distribution(data):
     assert {q.split for q in easy} == {"train"} and {q.split for q in hard} == {"train_hard"}
     assert sorted(q.split for q in mix) == ["train", "train", "train_hard", "train_hard"]
     assert [q.id for q in select_prompts(data["train"], data["hard"], "easy", 4, 0)] == [q.id for q in easy]
-    with pytest.raises(ValueError):
-        select_prompts(data["train"], data["hard"], "hard", 3, 0)  # only 2 hard questions
+    with pytest.warns(UserWarning, match="it samples all 2"):  # only 2 hard questions: both, said so
+        assert len(select_prompts(data["train"], data["hard"], "hard", 3, 0)) == 2
 
 
 def test_eval_questions_are_refused(data):
