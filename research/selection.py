@@ -9,7 +9,9 @@ picks the winners both ways (:func:`library.train.rsft.winners_from_rollouts`), 
 from the SFT result with the RSFT settings at every seed listed, and answers the RSFT phase's
 eval questions with each. Only the choice of winners differs between the arms of a seed, so their
 paired difference is what the path reward contributed to RSFT; over several seeds the training
-order's share of the difference shows too.
+order's share of the difference shows too. On a run whose RSFT kept grounded winners only
+(``rsft.winners: grounded``, finding 69), the ``reward`` arm's winners passed that filter as well,
+so the difference also holds the filter's share: read the run's ``meta.json`` before the verdict.
 
 The reward rule at the run's own seed is the RSFT phase itself (same winners, same start, same
 seed): its adapter and eval episodes are reused, not trained twice. Every other arm is a sub-run

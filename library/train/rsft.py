@@ -83,10 +83,10 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
                      *, winners_rule: str = "correct", **fields: Any) -> tuple[list[Episode], list[tuple[Any, str]]]:
     """Score every sample; return (episodes, winners as (question, completion)).
 
-    A winner is the best-ranked sample of its prompt, and only if it is correct, or with
-    ``winners_rule="grounded"`` only if it is also grounded (its TRACE states every gold edge in
-    order: the graph checked every hop, not only the letter). ``fields`` go on every episode
-    (e.g. ``backend="mlx"``).
+    A winner is the best-ranked sample of its prompt, and only if it is correct; with
+    ``winners_rule="grounded"``, the best-ranked of its right samples that are also grounded (the
+    TRACE states every gold edge in order: the graph checked every hop, not only the letter), if
+    any. ``fields`` go on every episode (e.g. ``backend="mlx"``).
     """
     if winners_rule not in WINNER_RULES:
         raise ValueError(f"unknown winners rule {winners_rule!r}; expected one of {', '.join(WINNER_RULES)}")
@@ -94,8 +94,12 @@ def score_and_select(questions: Sequence[Any], completions: Sequence[Sequence[st
     for q, samples in zip(questions, completions):
         group = score_episodes(reward_model, [q] * len(samples), samples, phase="rsft", step=0, kind=ROLLOUT_KIND,
                                **fields)
-        best = max(range(len(group)), key=lambda i: rank_key(group[i].parsed, group[i].reward)) if group else None
-        keep = best is not None and group[best].correct and (winners_rule == "correct" or bool(group[best].grounded))
+        # "grounded" ranks only the right, grounded samples: a reward without an edge term could
+        # rank an ungrounded right answer above a grounded one
+        pool = [i for i in range(len(group)) if group[i].correct and group[i].grounded] \
+            if winners_rule == "grounded" else range(len(group))
+        best = max(pool, key=lambda i: rank_key(group[i].parsed, group[i].reward)) if pool else None
+        keep = best is not None and group[best].correct
         episodes += [ep.model_copy(update={"selected": keep and i == best}) for i, ep in enumerate(group)]
         if keep:
             winners.append((q, samples[best]))
@@ -107,7 +111,7 @@ def winners_from_rollouts(episodes: Iterable[Episode], questions_by_id: dict[str
     """The (question, completion) pairs a selection rule trains on, from RSFT's logged rollouts,
     in the order the prompts were sampled.
 
-    ``reward``: the samples the phase marked ``selected`` (its best-ranked, when right).
+    ``reward``: the samples the phase marked ``selected`` (its winner under ``rsft.winners``).
     ``correctness``: each prompt's first right sample by ``sample_idx`` (the samples of a group
     are independent draws, so the first right one is a random right one).
 

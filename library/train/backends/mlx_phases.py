@@ -152,7 +152,8 @@ class MlxBackend(PhaseBackend):
 def select_rsft_winners(questions, completions, reward_model, *, forbidden_ids: Iterable[str] = (),
                         winners_rule: str = "correct", **fields):
     """Score K samples per training prompt and pick winners with the torch RSFT's own ranking
-    (``library.train.rsft.score_and_select``: best by ``rank_key``, dropped when the best is wrong).
+    (``library.train.rsft.score_and_select``: best by ``rank_key`` under ``rsft.winners``, dropped when
+    no sample qualifies).
     Returns ``(episodes, winners)``; the episodes are what RSFT logs (phase rsft, kind rollout,
     plus ``fields`` such as ``backend``)."""
     assert_training_only(questions, forbidden_ids)
