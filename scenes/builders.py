@@ -8,7 +8,6 @@ completion again. Imports neither torch nor manim.
 
 from __future__ import annotations
 
-
 from library.config import MonitorSettings
 from library.contracts import PHASES, Episode
 from library.demo.site import monitor_points
@@ -156,48 +155,45 @@ def claims_summary(ep: Episode) -> str:
 
 def build_training_curves(data: RunData, params: dict, sel: Selection | None) -> dict:
     curves = data.metrics.get("curves") or {}
-    specs = [{"metric": spec} if isinstance(spec, str) else dict(spec)
-             for spec in params.get("series") or [{"metric": "reward_total"}]]
+    specs = params.get("series") or [{"metric": "reward_total"}]
     order = [p for p in PHASES if p in curves] + sorted(p for p in curves if p not in PHASES)
-    shown = _phases_shown(data, specs, order)
-    # x: a phase's own steps, counted from 1; phases shown together are laid end to end
-    offsets, x = {}, 0.0
-    for ph in shown:
-        offsets[ph] = x
-        x += max((float(pt.get("step", 0)) for pt in curves.get(ph, [])), default=0.0)
-    series, used = [], set()
+    # each series as (phase, points at the phase's own steps, counted from 1), then laid end to end
+    raw = []
     for spec in specs:
+        spec = {"metric": spec} if isinstance(spec, str) else dict(spec)
         window = spec.get("smooth", 1)
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise ShotError(f"training_curves: smooth must be a whole number of logged points >= 1, got {window!r}")
-        pts: list[list[float]] = []
         if "episode_mean" in spec:  # per-step mean of a reward component over training rollouts
             ph = _phase_any(spec.get("phase", "grpo"), order)
             key = spec["episode_mean"]
-            pts = moving_mean([[offsets.get(ph, 0.0) + pt["step"], pt.get(key, 0.0)]
-                               for pt in rollout_curve(data.episodes, ph)], window)
+            parts = [(ph, moving_mean([[pt["step"], pt.get(key, 0.0)] for pt in rollout_curve(data.episodes, ph)],
+                                      window))]
             name = spec.get("name", f"mean {key} per step ({phase_label(ph)})")
-            if pts:
-                used.add(ph)
         else:
             metric = spec["metric"]
-            for ph in spec.get("phases") or order:
-                logged = [[offsets.get(ph, 0.0) + float(pt.get("step", 0)), float(pt[metric])]
-                          for pt in curves.get(ph, []) if metric in pt and pt[metric] is not None]
-                # smoothed within a phase: a mean across a phase boundary would blend two runs
-                pts += moving_mean(logged, window)
-                if logged:
-                    used.add(ph)
+            # smoothed within a phase: a mean across a phase boundary would blend two runs
+            parts = [(ph, moving_mean([[float(pt.get("step", 0)), float(pt[metric])] for pt in curves.get(ph, [])
+                                       if metric in pt and pt[metric] is not None], window))
+                     for ph in spec.get("phases") or order]
             name = spec.get("name", metric if window == 1 else f"{metric} (moving average)")
-        if not pts:
+        parts = [(ph, pts) for ph, pts in parts if pts]
+        if not parts:
             raise ShotError(f"training_curves: no points for series {spec} in metrics.curves (phases: {order})")
-        series.append({"name": name, "points": pts})
+        raw.append((name, parts))
+    used = {ph for _, parts in raw for ph, _ in parts}
+    phases_used = [ph for ph in order if ph in used] + sorted(used - set(order))
+    offsets, x = {}, 0.0
+    for ph in phases_used:
+        offsets[ph] = x
+        x += max((float(pt.get("step", 0)) for pt in curves.get(ph, [])), default=0.0)
+    series = [{"name": name, "points": [[offsets[ph] + px, py] for ph, pts in parts for px, py in pts]}
+              for name, parts in raw]
     ys = [p[1] for s in series for p in s["points"]]
     lo, hi = min(ys + [0.0]), max(ys)
     if hi - lo < 1e-9:
         hi = lo + 1.0
     y_range = params.get("y_range") or [lo, hi]
-    phases_used = [ph for ph in shown if ph in used]
     # one phase: its steps from 1, no boundary to draw; several: each starts at a dashed line
     bounds = [{"x": offsets[ph], "label": phase_label(ph)} for ph in phases_used] if len(phases_used) > 1 else []
     x_label = (f"{phase_label(phases_used[0])} step" if len(phases_used) == 1
@@ -205,21 +201,6 @@ def build_training_curves(data: RunData, params: dict, sel: Selection | None) ->
     return {"title": params.get("title", "Training curves"), "series": series, "phase_boundaries": bounds,
             "x_label": params.get("x_label", x_label), "y_label": params.get("y_label", series[0]["name"]),
             "y_range": y_range}
-
-
-def _phases_shown(data: RunData, specs: list[dict], order: list[str]) -> list[str]:
-    """The phases whose points the series draw, in training order."""
-    curves = data.metrics.get("curves") or {}
-    out: set[str] = set()
-    for spec in specs:
-        if "episode_mean" in spec:
-            ph = _phase_any(spec.get("phase", "grpo"), order)
-            if rollout_curve(data.episodes, ph):
-                out.add(ph)
-        else:
-            out |= {ph for ph in spec.get("phases") or order
-                    if any(spec["metric"] in pt and pt[spec["metric"]] is not None for pt in curves.get(ph, []))}
-    return [ph for ph in order if ph in out] + sorted(ph for ph in out if ph not in order)
 
 
 #: what the monitor's signals are called on screen (library/evaluation/monitor.py JUDGED_SIGNALS)
@@ -242,13 +223,10 @@ def build_monitor(data: RunData, params: dict, sel: Selection | None) -> dict:
     if not block:
         raise ShotError(f"monitor: metrics.json has no monitor block for {phase!r} in run {data.run_id}")
     points = [pt for pt in monitor_points(data.metrics, data.meta) if pt["phase"] == phase]
-    signals = [k for k in SIGNAL_NAMES if any(k in pt["ratios"] for pt in points)]
-    signals = [k for k in signals if k != "kl"] if params.get("kl") is not True else signals
-    series = []
-    for k in signals:
-        pts = [[float(pt["step"]), float(pt["ratios"][k])] for pt in points if k in pt["ratios"]]
-        if pts:
-            series.append({"name": SIGNAL_NAMES[k], "points": pts})
+    signals = [k for k in SIGNAL_NAMES if (k != "kl" or params.get("kl") is True)
+               and any(k in pt["ratios"] for pt in points)]
+    series = [{"name": SIGNAL_NAMES[k], "points": [[float(pt["step"]), float(pt["ratios"][k])]
+                                                   for pt in points if k in pt["ratios"]]} for k in signals]
     if not series:
         raise ShotError(f"monitor: no signal was judged in the {phase} monitor of run {data.run_id}")
     settings_far = MonitorSettings.model_validate(data.config.get("monitor") or {}).far_over_factor
@@ -460,7 +438,7 @@ def build_question_build(data: RunData, params: dict, sel: Selection | None) -> 
     for letter, label in q.options.items():
         is_answer = letter == q.answer_star
         src = "the walk's end" if is_answer else source_words(sources.get(ids.get(letter, ""), "")) or "distractor"
-        options.append({"letter": letter, "label": label, "source": src or "distractor", "answer": is_answer})
+        options.append({"letter": letter, "label": label, "source": src, "answer": is_answer})
     checks = []
     stats = data.data_stats or {}
     split = sel.question.split or "eval"
@@ -488,10 +466,8 @@ def build_kg_overview(data: RunData, params: dict, sel: Selection | None) -> dic
     cap = int(params.get("max_nodes", MAX_OVERVIEW_NODES))
     seeds = walk or sorted(kg.entities, key=lambda e: (-len(kg.neighbours(e)), e))[:1]
     order = kg.neighborhood(seeds, radius=3, limit=max(cap, len(walk)))
-    wave = {e: 0 for e in seeds}
-    for e in order:
-        if e not in wave:
-            wave[e] = 1 + min((wave[n] for n in kg.neighbours(e) if n in wave), default=2)
+    # a node's wave: its undirected distance from the walk
+    wave = nx.multi_source_dijkstra_path_length(kg.graph.to_undirected(as_view=True), set(seeds), cutoff=3)
     keep = set(order)
     edges = sorted({(e.src, e.dst) for e in kg.edges if e.src in keep and e.dst in keep and e.src != e.dst})
     g = nx.Graph()
@@ -505,7 +481,7 @@ def build_kg_overview(data: RunData, params: dict, sel: Selection | None) -> dic
         return 0.5 if hi - lo < 1e-9 else round((v - lo) / (hi - lo), 4)
 
     nodes = [{"id": e, "label": kg.label(e), "type": kg.type_of(e), "x": unit(pos[e][0], min(xs), max(xs)),
-              "y": unit(pos[e][1], min(ys), max(ys)), "wave": min(wave[e], 3)} for e in order]
+              "y": unit(pos[e][1], min(ys), max(ys)), "wave": wave[e]} for e in order]
     counts = [f"{len(kg.entities)} entities", f"{len(kg.edges)} edges", f"{len(kg.relations)} relations"]
     return {"title": params.get("title", "The knowledge graph"), "nodes": nodes,
             "edges": [{"src": a, "dst": b} for a, b in edges], "walk": walk, "counts": counts,

@@ -8,9 +8,7 @@ payload (a seeded spring layout), fitted to the content box.
 
 from __future__ import annotations
 
-from manim import DOWN, LEFT, Create, Dot, FadeIn, GrowFromCenter, LaggedStart, Line, VGroup
-
-from manim import RIGHT as RIGHT_DIR
+from manim import DOWN, LEFT, RIGHT, Create, Dot, FadeIn, GrowFromCenter, LaggedStart, Line, VGroup
 
 from scenes.payloads import KGOverviewPayload
 from scenes.theme import BG, GRID, PATH, SERIES, TEXT, Beat, ClipScene, fit_text, top_under
@@ -30,7 +28,8 @@ class KGOverviewScene(ClipScene):
         top = top_under(title)
         bottom = L.content.bottom + (note.height + 0.15 if note else 0)
         if L.portrait:
-            counts.arrange(DOWN, buff=0.1).move_to((L.content.cx, top - counts.height / 2, 0)) if len(counts) else None
+            if len(counts):
+                counts.arrange(DOWN, buff=0.1).move_to((L.content.cx, top - counts.height / 2, 0))
             box = (L.content.left, L.content.right, bottom, (counts.get_bottom()[1] - 0.2) if len(counts) else top)
         else:
             counts.arrange(DOWN, aligned_edge=LEFT, buff=0.25)
@@ -46,7 +45,7 @@ class KGOverviewScene(ClipScene):
         types = sorted({n.type for n in p.nodes})
         colour = {t: SERIES[1 + i % (len(SERIES) - 1)] for i, t in enumerate(types)}  # amber is the walk's
         dots = {n.id: Dot(at(n), radius=0.07 if not L.portrait else 0.05, color=colour[n.type]) for n in p.nodes}
-        wave_of = {n.id: n.wave for n in p.nodes}
+        by_id = {n.id: n for n in p.nodes}
         lines = {}
         for e in p.edges:
             lines[(e.src, e.dst)] = Line(dots[e.src].get_center(), dots[e.dst].get_center(), color=GRID, stroke_width=2)
@@ -55,7 +54,7 @@ class KGOverviewScene(ClipScene):
         # count i appears with wave i (entities with the first); any left over after the last
         for k, w in enumerate(waves):
             new = [dots[n.id] for n in p.nodes if n.wave == w]
-            closed = [ln for (a, b), ln in lines.items() if max(wave_of[a], wave_of[b]) == w]
+            closed = [ln for (a, b), ln in lines.items() if max(by_id[a].wave, by_id[b].wave) == w]
             anims = [LaggedStart(*[GrowFromCenter(d) for d in new], lag_ratio=0.05)]
             if closed:
                 anims.append(LaggedStart(*[Create(ln) for ln in closed], lag_ratio=0.02))
@@ -66,12 +65,11 @@ class KGOverviewScene(ClipScene):
             beats.append(Beat([FadeIn(c) for c in counts[len(waves):]], 0.4))
         # the walk, hop by hop, over the drawing
         names = []
-        for i, node_id in enumerate(p.walk):
-            n = next(n for n in p.nodes if n.id == node_id)
-            lab = fit_text(n.label, L.tiny_size, (right - left) * 0.35, 2, color=TEXT)
+        for node_id in p.walk:
+            lab = fit_text(by_id[node_id].label, L.tiny_size, (right - left) * 0.35, 2, color=TEXT)
             lab.next_to(dots[node_id], DOWN, buff=0.08)
             # kept inside the content box: a node at the drawing's edge keeps its name on screen
-            lab.shift(RIGHT_DIR * (max(0.0, L.content.left - lab.get_left()[0])
+            lab.shift(RIGHT * (max(0.0, L.content.left - lab.get_left()[0])
                                    - max(0.0, lab.get_right()[0] - L.content.right)))
             lab.add_background_rectangle(color=BG, opacity=0.8, buff=0.03)
             # a name that would cover one already placed is left out (the walk still shows it)

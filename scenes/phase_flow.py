@@ -90,7 +90,7 @@ class PhaseFlowScene(ClipScene):
             else:
                 arrow = Arrow(src.get_right(), dst.get_left(), buff=0.05, color=colour, stroke_width=5,
                               max_tip_length_to_length_ratio=0.4)
-                label = fit_text(a.text, L.tiny_size, box_w * 0.9, 2, color=colour if a.measurable else MUTED)
+                label = fit_text(a.text, L.tiny_size, box_w * 0.9, 2, color=colour)
                 label.next_to(dst, DOWN, buff=0.15)
             arrows.append((arrow, label))
         beats = [Beat([FadeIn(title)], 0.5)]
@@ -99,9 +99,7 @@ class PhaseFlowScene(ClipScene):
             if i > 0:
                 arrow, label = arrows[i - 1]
                 beats.append(Beat([GrowArrow(arrow)], 0.5))
-                anims.append(FadeIn(label))
-            if i > 0:
-                anims.append(frames[i - 1].animate.set_stroke(color=NODE_STROKE, width=3))
+                anims += [FadeIn(label), frames[i - 1].animate.set_stroke(color=NODE_STROKE, width=3)]
             beats.append(Beat(anims, 0.8))
         if note is not None:
             note.move_to((L.content.cx, L.content.bottom + note.height / 2, 0))

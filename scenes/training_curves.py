@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from manim import DOWN, LEFT, RIGHT, Create, DashedLine, Dot, FadeIn, GrowFromCenter, Line, VGroup, VMobject
 
 from scenes.payloads import TrainingCurvesPayload
@@ -109,13 +108,11 @@ class TrainingCurvesScene(ClipScene):
         if len(phases):
             beats.append(Beat([FadeIn(phases)], 0.5))
         # the monitor's verdicts: a dot on the x axis at each step that warned (amber) or stopped (red)
-        marks = []
-        for m in p.marks:
-            x = to_xy(m.x, ylo)[0]
-            marks.append(Dot((x, bottom, 0), radius=0.09, color=WRONG if m.kind == "stop" else PATH).set_z_index(6))
-        kinds = [k for k in ("warning", "stop") if any(m.kind == k for m in p.marks)]
-        mark_key = VGroup(*[VGroup(Dot(radius=0.07, color=WRONG if k == "stop" else PATH),
-                                   fit_text("stopped" if k == "stop" else "warned", L.tiny_size, 2.0, 1, color=TEXT))
+        marks = [Dot((to_xy(m.x, ylo)[0], bottom, 0), radius=0.09, color=MARKS[m.kind][0]).set_z_index(6)
+                 for m in p.marks]
+        kinds = [k for k in MARKS if any(m.kind == k for m in p.marks)]
+        mark_key = VGroup(*[VGroup(Dot(radius=0.07, color=MARKS[k][0]),
+                                   fit_text(MARKS[k][1], L.tiny_size, 2.0, 1, color=TEXT))
                             .arrange(RIGHT, buff=0.1) for k in kinds]).arrange(RIGHT, buff=0.3)
         if len(mark_key):
             mark_key.move_to((right - mark_key.width / 2, top + 0.08 + mark_key.height / 2 + (0.3 if len(phases) else 0), 0))
@@ -129,3 +126,5 @@ class TrainingCurvesScene(ClipScene):
 
 
 ORIGIN3 = np.zeros(3)
+#: a marked step's colour and its legend word, by kind
+MARKS = {"warning": (PATH, "warned"), "stop": (WRONG, "stopped")}
