@@ -630,4 +630,13 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from library.model.distributed import launched_world_size
+
+    if launched_world_size() > 1:
+        # one of N launched processes: torch's `record` hands this process's traceback to the
+        # launcher, whose failure summary then names the root cause, not only the survivors' errors
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        record(main)()
+    else:
+        main()

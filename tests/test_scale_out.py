@@ -48,6 +48,13 @@ def _kgr_train(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     return proc, time.perf_counter() - t0
 
 
+def _failure(proc: subprocess.CompletedProcess) -> str:
+    """What a failed launch printed that says why: every process's own traceback lines (the
+    launcher prints the survivors' last, so the tail alone hides the rank that failed first)."""
+    ranked = [line for line in proc.stderr.splitlines() if line.startswith("[rank0]:")]
+    return "\n".join(ranked[-80:]) + "\n...\n" + proc.stderr[-3000:]
+
+
 def _key_tree(obj, depth: int = 3):
     """The nested keys of a metrics dict (values dropped), ``depth`` levels down."""
     if not isinstance(obj, dict) or depth == 0:
@@ -75,11 +82,11 @@ def runs(tmp_path_factory):
     multi_dir = root / "multi"
     first, seconds["multi_until_sft"] = _kgr_train("--processes", "2", "--profile", str(profile),
                                                    "--run", str(multi_dir), "--stop-after", "sft")
-    assert first.returncode == 0, first.stderr[-4000:]
+    assert first.returncode == 0, _failure(first)
     stopped = json.loads((multi_dir / "meta.json").read_text(encoding="utf-8"))
     second, seconds["multi_resume"] = _kgr_train("--processes", "2", "--profile", str(profile),
                                                  "--run", str(multi_dir), "--resume")
-    assert second.returncode == 0, second.stderr[-4000:]
+    assert second.returncode == 0, _failure(second)
     print(f"\nscale-out timings (s): {json.dumps({k: round(v, 1) for k, v in seconds.items()})}")
     return single.path, multi_dir, stopped
 
