@@ -64,6 +64,11 @@ def data(
                                      f"[default: up to {_DATA_DEFAULTS.n_train_hard}].", show_default=False),
     n_dev: int = typer.Option(None, help=f"dev questions (eval hops, disjoint from eval and train_hard; recipe sweeps "
                               f"choose on it) [default: up to {_DATA_DEFAULTS.n_dev}].", show_default=False),
+    n_eval_far: int = typer.Option(_DATA_DEFAULTS.n_eval_far, min=0, help="eval_far questions, one hop past the "
+                                   "longest eval chain (no phase trains on that length): as many as the graph gives, "
+                                   "up to this; 0 for none."),
+    n_dev_far: int = typer.Option(_DATA_DEFAULTS.n_dev_far, min=0, help="dev_far questions (eval_far's length, for "
+                                  "choosing recipes): as many as the graph gives, up to this; 0 for none."),
     train_hops: str = typer.Option(None, help="Hop lengths of the training questions, e.g. 1-2 "
                                    "[default: 1-3, the paper's].", show_default=False),
     eval_hops: str = typer.Option(None, help="Hop lengths of eval, train_hard and dev, all longer than the training "
@@ -80,7 +85,8 @@ def data(
     force: bool = typer.Option(False, "--force", help="Replace splits already in OUT that differ from the new ones "
                                                        "without asking (runs trained on them will refuse the new ones)."),
 ) -> None:
-    """Generate the question splits (train 1-3 hops, eval 4-5 hops by default) from the KG.
+    """Generate the question splits (train 1-3 hops, eval 4-5 hops by default, and eval_far and
+    dev_far one hop longer where the graph gives them) from the KG.
 
     Every question has exactly one reachable option (checked), no eval path leaks into
     training, and every edge an eval path uses is taught in train. Prints a summary,
@@ -109,7 +115,8 @@ def data(
         hops = {name: parse_hops(text) for name, text in (("train_hops", train_hops), ("eval_hops", eval_hops))
                 if text is not None}
         config = DatasetConfig(kg_path=kg, out_dir=out, seed=seed, step_order=step_order, max_width=max_width,
-                               merges=merges, progress=progress, fit_sizes=not sizes, **sizes, **hops)
+                               merges=merges, progress=progress, fit_sizes=not sizes, n_eval_far=n_eval_far,
+                               n_dev_far=n_dev_far, **sizes, **hops)
         stats = build_dataset(config, confirm=confirm)
     except (DataFileError, DatasetError, ValueError) as exc:
         # Caught here rather than in main() only to print it unwrapped: rich folds long lines

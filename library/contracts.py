@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 Letter = Literal["A", "B", "C", "D"]
 LETTERS: tuple[str, ...] = ("A", "B", "C", "D")
-Split = Literal["train", "eval", "train_hard", "eval_shuffled", "dev"]
+Split = Literal["train", "eval", "train_hard", "eval_shuffled", "dev", "eval_far", "dev_far"]
 Phase = Literal["base", "sft", "rsft", "grpo"]
 PHASES: tuple[str, ...] = ("base", "sft", "rsft", "grpo")
 

@@ -446,8 +446,14 @@ def build_question_build(data: RunData, params: dict, sel: Selection | None) -> 
     if unique:
         checks.append({"label": f"one option reachable: {unique[0]} of {unique[1]} {split} questions",
                        "ok": unique[0] == unique[1]})
-    for name, overlaps in (stats.get("leakage") or {}).items():
-        checks.append({"label": f"{name.replace('_', ' ')}: {overlaps}", "ok": overlaps == 0})
+    leakage = stats.get("leakage") or {}
+    far = {name: n for name, n in leakage.items() if "far" in name}  # the 6-hop splits' checks, as one line
+    for name, overlaps in leakage.items():
+        if name not in far:
+            checks.append({"label": f"{name.replace('_', ' ')}: {overlaps}", "ok": overlaps == 0})
+    if far:
+        length = ((stats.get("far") or {}).get("hops") or ["far"])[0]
+        checks.append({"label": f"{length}-hop splits apart: {sum(far.values())}", "ok": not any(far.values())})
     return {"title": params.get("title", "How a question is made"), "question": q.question, "hops": hops,
             "options": options, "checks": checks[:12]}
 

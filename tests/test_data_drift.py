@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from library.cli import app
 from library.errors import DataFileError
 from library.questions import DatasetConfig
+from library.questions.dataset import FAR_FILES
 from library.questions.plan import build_dataset
 from library.questions.splits import OverwriteRefused
 from library.questions.split_set import SPLIT_FILES, STATS_FILE, verify_split_set
@@ -25,7 +26,7 @@ from library.questions.split_set import SPLIT_FILES, STATS_FILE, verify_split_se
 REPO = Path(__file__).resolve().parents[1]
 REAL_KG = REPO / "data" / "kg.json"
 SMALL = dict(n_train=300, n_eval=40, n_train_hard=40, n_dev=20, progress=False)
-NAMES = [*SPLIT_FILES.values(), STATS_FILE]
+NAMES = [*SPLIT_FILES.values(), *FAR_FILES.values(), STATS_FILE]
 
 
 def _contents(folder: Path) -> dict[str, bytes]:

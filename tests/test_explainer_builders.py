@@ -81,6 +81,10 @@ def test_question_build_and_overview_follow_the_selected_question():
     assert [h["dst"] for h in built["hops"]] == [data.kg.label(e.dst) for e in q.path_star.edges]
     assert [o["answer"] for o in built["options"]].count(True) == 1
     assert built["checks"][0]["label"].startswith("one option reachable")
+    # the far splits' four leakage counts are one line: every check fits the scene's 12
+    leakage = data.data_stats["leakage"]
+    assert len(built["checks"]) == 1 + len([k for k in leakage if "far" not in k]) + 1
+    assert built["checks"][-1] == {"label": "6-hop splits apart: 0", "ok": True}
     overview = build(data, "kg_overview", {}, sel)
     assert overview["walk"] == list(q.path_star.entities)
     assert overview["counts"][0] == f"{len(data.kg.entities)} entities"

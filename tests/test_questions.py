@@ -26,6 +26,7 @@ from library.graph.kg import KnowledgeGraph, load_kg
 from library.scoring.matching import extract_claims
 from library.graph.oracle import set_walk, walk_edges
 from conftest import TINY_KG
+from library.questions.dataset import FAR_FILES
 from library.questions.plan import build_dataset
 from library.questions import (
     SPLIT_FILES,
@@ -43,7 +44,7 @@ from library.questions import (
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_KG = REPO / "data" / "kg.json"
-SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, n_dev=40, progress=False)
+SMALL = dict(n_train=600, n_eval=100, n_train_hard=100, n_dev=40, n_eval_far=60, n_dev_far=30, progress=False)
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -227,12 +228,12 @@ def test_cli_bad_kg_is_one_line_naming_file_and_line(tmp_path):
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("data_a")
     stats = build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=out, seed=0, **SMALL))
-    splits = {name: read_jsonl(out / fname, Question) for name, fname in SPLIT_FILES.items()}
+    splits = {name: read_jsonl(out / fname, Question) for name, fname in {**SPLIT_FILES, **FAR_FILES}.items()}
     return out, stats, splits
 
 
 def _committed_splits() -> dict[str, list[Question]] | None:
-    files = {name: REPO / "data" / fname for name, fname in SPLIT_FILES.items()}
+    files = {name: REPO / "data" / fname for name, fname in {**SPLIT_FILES, **FAR_FILES}.items()}
     if not all(p.exists() for p in files.values()):
         return None
     return {name: read_jsonl(p, Question) for name, p in files.items()}
@@ -249,7 +250,8 @@ def _datasets(built):
 def test_schema_counts_ids_and_letters(built):
     out, stats, splits = built
     assert {n: sum(int(v) for v in c.values()) for n, c in stats.counts.items()} == {
-        "train": 600, "eval": 100, "train_hard": 100, "eval_shuffled": 100, "dev": 40}
+        "train": 600, "eval": 100, "train_hard": 100, "eval_shuffled": 100, "dev": 40, "eval_far": 60, "dev_far": 30}
+    assert stats.counts["eval_far"] == {"6": 60} and stats.counts["dev_far"] == {"6": 30}
     assert {h: n for h, n in stats.counts["dev"].items()} == {"4": 20, "5": 20}
     assert {h: n for h, n in stats.counts["eval"].items()} == {"4": 50, "5": 50}
     assert {h: n for h, n in stats.counts["train_hard"].items()} == {"4": 50, "5": 50}
@@ -265,7 +267,8 @@ def test_schema_counts_ids_and_letters(built):
     assert sorted(q.id for q in splits["eval"])[0] == "eval-0001"
     saved = json.loads((out / "stats.json").read_text())
     assert saved["unique_verified"]["eval"] == [100, 100]
-    assert "unique answer verified: 940/940" in stats.summary()
+    assert {q.id[:4] for q in splits["eval_far"]} == {"far-"} and {q.id[:7] for q in splits["dev_far"]} == {"devfar-"}
+    assert "unique answer verified: 1030/1030" in stats.summary()
 
 
 def test_every_question_has_exactly_one_reachable_option(built):
@@ -282,7 +285,7 @@ def test_every_question_has_exactly_one_reachable_option(built):
                     assert kg.type_of(d["id"]) == kg.type_of(answer), (where, q.id, d)
                     assert d["id"] not in reach, (where, q.id, d)
                     assert kg.label(d["id"]) in q.options.values()
-                hops = {"train": (1, 2, 3)}.get(name, (4, 5))
+                hops = {"train": (1, 2, 3), "eval_far": (6,), "dev_far": (6,)}.get(name, (4, 5))
                 assert q.hop_len in hops and len(q.path_star.edges) == q.hop_len
 
 
@@ -312,6 +315,55 @@ def test_no_eval_leakage_into_any_training_split(built):
             assert q.question not in eval_text and q.prompt not in eval_text, (where, q.id)
         # the shuffled copy is the eval set, so it must not leak either (and must be complete)
         assert {q.meta["shuffled_from"] for q in splits["eval_shuffled"]} == {q.id for q in eval_qs}
+
+
+def test_far_splits_share_no_path_with_what_trains_or_chooses(built):
+    """eval_far and dev_far (6 hops): no train_hard path inside a far path (RL trains on those),
+    none of eval's or eval_far's inside dev_far, none of dev's or dev_far's inside eval_far (in
+    either direction where lengths allow), and no question text another split asks."""
+    for where, splits in _datasets(built):
+        far, dev_far, eval_far = splits["eval_far"] + splits["dev_far"], splits["dev_far"], splits["eval_far"]
+        assert far, where
+
+        def apart(qs, others, label):
+            for q in qs:
+                for o in others:
+                    a, b = q.path_star.entities, o.path_star.entities
+                    assert a != b and not _contains(a, b) and not _contains(b, a), (where, label, q.id, o.id)
+
+        apart(far, splits["train_hard"], "train_hard")
+        apart(dev_far, splits["eval"] + eval_far, "eval")
+        apart(eval_far, splits["dev"], "dev")
+        texts = Counter(q.question for name, qs in splits.items() if name != "eval_shuffled" for q in qs)
+        assert all(texts[q.question] == 1 for q in far), where
+
+
+def test_far_splits_leave_every_other_split_as_it_was(tmp_path):
+    """Asking for far splits changes no byte of the other files: a folder built before them
+    gains eval_far.jsonl and dev_far.jsonl, and its runs keep their data hashes."""
+    sizes = dict(n_train=300, n_eval=40, n_train_hard=40, n_dev=20, progress=False)
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=tmp_path / "with", seed=0, n_eval_far=30, n_dev_far=20, **sizes))
+    build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=tmp_path / "without", seed=0, n_eval_far=0, n_dev_far=0,
+                                **sizes))
+    for fname in SPLIT_FILES.values():
+        assert (tmp_path / "with" / fname).read_bytes() == (tmp_path / "without" / fname).read_bytes(), fname
+    assert not any((tmp_path / "without" / f).exists() for f in FAR_FILES.values())
+    stats = json.loads((tmp_path / "without" / "stats.json").read_text())
+    assert "far" not in stats and "far_shares_hard" not in stats["leakage"]
+
+
+def test_a_far_split_the_graph_cannot_fill_is_left_out_and_said(tmp_path):
+    # the demo's slice (150 entities) at its committed sizes gives 5 6-hop dev questions apart from eval
+    stats = build_dataset(DatasetConfig(kg_path=REPO / "data" / "demo" / "kg.json", out_dir=tmp_path, seed=0,
+                                        n_train=806, n_eval=167, n_train_hard=167, n_dev=56, step_order="keyed",
+                                        progress=False))
+    assert stats.far == {"hops": [6], "asked": {"eval_far": 300, "dev_far": 100}, "left_out": ["dev_far"]}
+    assert not (tmp_path / "dev_far.jsonl").exists() and (tmp_path / "eval_far.jsonl").exists()
+    assert "dev_far: the graph gives fewer than 50 6-hop questions" in stats.summary()
+    # asked for fewer than 50, a split the graph fills is written
+    small = build_dataset(DatasetConfig(kg_path=REAL_KG, out_dir=tmp_path / "small", seed=0, n_train=300, n_eval=40,
+                                        n_train_hard=40, n_dev=20, n_eval_far=20, n_dev_far=0, progress=False))
+    assert small.counts["eval_far"] == {"6": 20} and small.far["left_out"] == []
 
 
 def test_every_eval_edge_is_taught_in_train(built):

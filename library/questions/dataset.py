@@ -24,6 +24,13 @@ SPLIT_FILES = {
     "eval_shuffled": "eval_shuffled.jsonl",
     "dev": "dev.jsonl",
 }
+#: Held-out splits one hop past the longest eval chain (library/questions/splits.py: build_far),
+#: written where the graph gives them: read where present; a run's data hashes leave them out
+#: (they train nothing), so a folder that gains them keeps its runs resumable.
+FAR_FILES = {
+    "eval_far": "eval_far.jsonl",
+    "dev_far": "dev_far.jsonl",
+}
 STATS_FILE = "stats.json"
 
 #: How a question orders its steps (``kgr data --step-order``; docs/FINDINGS.md findings 40-41):
@@ -65,6 +72,11 @@ class DatasetConfig:
     # each longer one (1:2:2 on the paper's 1-3 hops)
     train_hop_weights: tuple[int, ...] | None = None
     eval_hops: tuple[int, ...] = (4, 5)
+    # Held-out questions one hop past the longest eval chain (6 on 4-5 hops), a length no phase
+    # trains on: eval_far reports, dev_far chooses (library/questions/splits.py: build_far); as
+    # many as the graph gives up to these counts, 0 for none.
+    n_eval_far: int = 300
+    n_dev_far: int = 100
     max_distance: int = 3  # farthest same-type fallback distractor, in undirected hops from the path
     attempts_per_question: int = 200  # random paths drawn a question before taking every admissible chain instead
     progress: bool | None = None  # tqdm bars; None = only on a terminal
@@ -108,7 +120,7 @@ class DatasetConfig:
                              "must be longer than every training chain (eval hops are the unseen ones)")
         if self.max_width is not None and self.max_width < 1:
             raise ValueError(f"max_width {self.max_width}: a TRACE holds at least one entity a hop")
-        if min(self.n_train, self.n_eval, self.n_train_hard, self.n_dev) < 0:
+        if min(self.n_train, self.n_eval, self.n_train_hard, self.n_dev, self.n_eval_far, self.n_dev_far) < 0:
             raise ValueError("question counts cannot be negative")
 
     @property
@@ -117,6 +129,15 @@ class DatasetConfig:
         if self.max_width is None:
             raise ValueError("max_width is resolved by build_dataset")
         return self.max_width
+
+    @property
+    def far_hops(self) -> tuple[int, ...]:
+        """The far splits' hop length: one past the longest eval chain.
+
+        >>> DatasetConfig().far_hops
+        (6,)
+        """
+        return (max(self.eval_hops) + 1,)
 
     @property
     def merging(self) -> bool:
@@ -182,6 +203,9 @@ class DatasetStats:
     # split -> questions whose walk merges (two held entities share a successor); None (left out of
     # stats.json) where merges were not admitted (DatasetConfig.merges)
     merges: dict[str, int] | None = None
+    # the far splits' hop length, the counts asked and those left out (too few); None (left out of
+    # stats.json) where none were asked (splits.py: build_far)
+    far: dict[str, Any] | None = None
     generation_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -219,6 +243,9 @@ class DatasetStats:
                      f"({self.eval_edges_taught_1hop:.1%} as 1-hop questions); KG edges in train: {self.kg_edges_in_train:.1%}")
         for facts, by_split in self.oracle.items():
             lines.append(f"  oracle ({facts} facts): " + ", ".join(f"{k} {v:.1%}" for k, v in by_split.items()))
+        if self.far and self.far.get("left_out"):
+            lines.append(f"  {' and '.join(self.far['left_out'])}: the graph gives fewer than 50 {self.far['hops'][0]}-hop "
+                         "questions under the held-out rules; not written")
         leaks = sum(self.leakage.values())
         lines.append("  leakage checks: " + ("all zero" if leaks == 0 else str(self.leakage)))
         for split, sources in self.distractor_sources.items():

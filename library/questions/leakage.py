@@ -26,7 +26,8 @@ def path_edges(questions: Iterable[Question]) -> set[tuple[str, str, str]]:
 
 
 def leakage_report(train: list[Question], eval_: list[Question], hard: list[Question],
-                   dev: list[Question] = ()) -> dict[str, int]:
+                   dev: list[Question] = (), eval_far: list[Question] = (), dev_far: list[Question] = ()
+                   ) -> dict[str, int]:
     """Counts of every kind of eval leakage we rule out; all must be zero.
 
     - ``eval_path_in_train``: an eval path (entity sequence) inside a train path;
@@ -35,7 +36,11 @@ def leakage_report(train: list[Question], eval_: list[Question], hard: list[Ques
     - ``hard_eval_same_question``: train_hard and eval sharing (start, chain, answer);
     - ``shared_question_text``: an eval question text that a training split (or dev) also asks;
     - ``eval_path_in_dev`` / ``dev_path_in_eval`` / ``hard_path_in_dev``: the same containment
-      checks between dev and the held-out 4-5-hop splits.
+      checks between dev and the held-out 4-5-hop splits;
+    - where far splits are given (one hop past eval; splits.py: build_far): ``far_shares_hard``
+      (a far path holding a train_hard path or inside one), ``dev_far_shares_eval`` (dev_far
+      against eval and eval_far), ``eval_far_shares_dev`` (eval_far against dev), and
+      ``far_shared_question_text`` (a far question text another split asks).
     """
     eval_seqs = {entity_seq(q) for q in eval_}
     min_eval = min((len(s) for s in eval_seqs), default=2)
@@ -49,7 +54,7 @@ def leakage_report(train: list[Question], eval_: list[Question], hard: list[Ques
         return q.meta["start"], tuple(q.meta["chain"]), q.meta["answer"]
 
     eval_texts = {q.question for q in eval_}
-    return {
+    report = {
         "eval_path_in_train": sum(contains_eval(q) for q in train),
         "eval_path_in_hard": sum(contains_eval(q) for q in hard),
         "hard_path_in_eval": sum(s in eval_windows for s in hard_seqs),
@@ -59,3 +64,19 @@ def leakage_report(train: list[Question], eval_: list[Question], hard: list[Ques
         "dev_path_in_eval": sum(entity_seq(q) in eval_windows for q in dev),
         "hard_path_in_dev": sum(any(w in hard_seqs for w in windows(entity_seq(q), min_eval)) for q in dev),
     }
+    if eval_far or dev_far:
+        def shares(qs: Iterable[Question], others: Iterable[Question]) -> int:
+            seqs = {entity_seq(q) for q in others}
+            inside = {w for s in seqs for w in windows(s, min_eval)}
+            return sum(entity_seq(q) in inside or any(w in seqs for w in windows(entity_seq(q), min_eval)) for q in qs)
+
+        far = list(eval_far) + list(dev_far)
+        others = [q.question for q in [*train, *eval_, *hard, *dev]]
+        report |= {
+            "far_shares_hard": shares(far, hard),
+            "dev_far_shares_eval": shares(dev_far, [*eval_, *eval_far]),
+            "eval_far_shares_dev": shares(eval_far, dev),
+            "far_shared_question_text": len({q.question for q in far} & set(others))
+            + len({q.question for q in eval_far} & {q.question for q in dev_far}),
+        }
+    return report

@@ -14,7 +14,8 @@ from library.questions.distractors import pick_distractors
 from library.graph.kg import KnowledgeGraph
 from library.questions.wording import question_text, reference_trace, render_prompt, step_order_of
 
-ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "hard-{:04d}", "dev": "dev-{:04d}"}
+ID_FORMATS = {"train": "train-{:05d}", "eval": "eval-{:04d}", "train_hard": "hard-{:04d}", "dev": "dev-{:04d}",
+              "eval_far": "far-{:04d}", "dev_far": "devfar-{:04d}"}
 
 
 def question_id(split: str, idx: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tqdm import tqdm
 
@@ -22,7 +22,7 @@ from library.graph.kg import KnowledgeGraph
 from library.graph.oracle import composable, merged, oracle_report, question_walk, walk_width
 from library.jsonl import dumps_line
 from library.questions.candidates import Candidates
-from library.questions.dataset import SPLIT_FILES, DatasetConfig, DatasetError, DatasetStats
+from library.questions.dataset import FAR_FILES, SPLIT_FILES, DatasetConfig, DatasetError, DatasetStats
 from library.questions.distractors import distractor_candidates
 from library.questions.leakage import entity_seq, leakage_report, path_edges, windows
 from library.questions.multiple_choice import make_question, question_id, shuffle_question, verify_unique
@@ -30,6 +30,9 @@ from library.questions.split_set import changed_files, write_split_set
 
 #: The oracle accuracy (every KG fact taught) the held-out splits must reach to be written.
 MIN_ORACLE = 0.95
+#: The fewest questions a far split is written with, unless fewer were asked for (at 50 a 95%
+#: interval is about +-14 points).
+MIN_FAR = 50
 
 
 class OverwriteRefused(DatasetError):
@@ -299,21 +302,26 @@ def build_held_out(kg: KnowledgeGraph, config: DatasetConfig, bars: dict[str, tq
     # train_hard: same hop lengths, but no eval path inside one of its paths or vice versa,
     # and never an eval (start, chain) pair, so no eval question text or key is shared.
     hard_qs = _held_out_split(kg, config, "train_hard", config.n_train_hard, eval_qs, eval_asked, bar_hard, pool,
-                              partial)
+                              partial, config.eval_hops)
     # dev: the same rules against eval *and* train_hard, so choosing a recipe on dev never
     # looks at an eval path, and the distribution experiment's hard set stays its own.
     held = eval_qs + hard_qs
-    dev_qs = _held_out_split(kg, config, "dev", config.n_dev, held,
-                             eval_asked | {(q.meta["start"], tuple(q.meta["chain"])) for q in hard_qs}, bar_dev,
-                             pool, partial)
+    dev_qs = _held_out_split(kg, config, "dev", config.n_dev, held, _asked(hard_qs) | eval_asked, bar_dev,
+                             pool, partial, config.eval_hops)
     return eval_qs, hard_qs, dev_qs
+
+
+def _asked(questions: Iterable[Question]) -> set[tuple[str, tuple[str, ...]]]:
+    return {(q.meta["start"], tuple(q.meta["chain"])) for q in questions}
 
 
 def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_total: int, held: list[Question],
                     held_asked: set[tuple[str, tuple[str, ...]]], bar: tqdm, pool: Candidates,
-                    partial: bool = False) -> list[Question]:
-    """A held-out split (``eval_hops``) that shares no path window (either way) and no (start,
-    chain) with ``held``."""
+                    partial: bool, hops: Sequence[int], accept: Callable[[GoldPath], bool] | None = None
+                    ) -> list[Question]:
+    """A held-out split of ``hops`` hops that shares no path window (either way; windows from
+    ``eval_hops``' shortest length) and no (start, chain) with ``held``, and whose paths pass
+    ``accept`` where given."""
     held_seqs = {entity_seq(q) for q in held}
     held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
     min_len = min((len(s) for s in held_seqs), default=min(config.eval_hops) + 1)
@@ -323,12 +331,34 @@ def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_tot
         seq = tuple(path.entities)
         if (seq[0], tuple(e.rel for e in path.edges)) in held_asked or seq in held_windows:
             return False
-        return not any(w in held_seqs for w in windows(seq, min_len))
+        return not any(w in held_seqs for w in windows(seq, min_len)) and (accept is None or accept(path))
 
-    for hops, n in _per_hop(n_total, config.eval_hops, [1] * len(config.eval_hops)).items():
-        _sample_split(builder, hops, n, ok, partial)
+    for length, n in _per_hop(n_total, hops, [1] * len(hops)).items():
+        _sample_split(builder, length, n, ok, partial)
     return builder.finish()
 
+
+def build_far(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, list[Question]], pool: Candidates,
+              bar: tqdm | None = None) -> dict[str, list[Question]]:
+    """``dev_far`` and ``eval_far``: questions one hop past the longest eval chain
+    (:attr:`DatasetConfig.far_hops`, 6 on 4-5), a length no phase trains on (RL draws at most one
+    hop past the training chains), so that "generalises past what it saw" stays measurable;
+    dev_far is for choosing recipes, eval_far for reporting them.
+
+    Built after every other split, which they leave as they were, under the held-out rules where
+    they matter: no path inside a train_hard path or the other way round (RL trains on those),
+    none shared between dev_far and eval or eval_far, or between eval_far and dev (choosing on a
+    dev split never looks at a reported path), and no (start, chain) any split asks. An eval_far
+    path may hold an eval path: both are only reported. As many as the graph gives, up to
+    ``n_dev_far`` and ``n_eval_far``; none where it gives none.
+    """
+    asked = _asked(splits["eval"] + splits["train_hard"] + splits["dev"])
+    bar = bar or tqdm(disable=True)
+    dev_far = _held_out_split(kg, config, "dev_far", config.n_dev_far, splits["eval"] + splits["train_hard"], asked,
+                              bar, pool, True, config.far_hops) if config.n_dev_far else []
+    eval_far = _held_out_split(kg, config, "eval_far", config.n_eval_far, splits["train_hard"] + splits["dev"] + dev_far,
+                               asked | _asked(dev_far), bar, pool, True, config.far_hops) if config.n_eval_far else []
+    return {"eval_far": eval_far, "dev_far": dev_far}
 
 
 # --------------------------------------------------------------------------- stats + writing
@@ -375,7 +405,11 @@ def build_splits(kg: KnowledgeGraph, config: DatasetConfig, pool: Candidates | N
         slot = min(others, key=lambda i: (used[i], shuf_rng.random()))
         used[slot] += 1
         shuffled.append(shuffle_question(q, shuf_rng, answer_slot=slot))
-    return {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled, "dev": dev_qs}
+    splits = {"train": train_qs, "eval": eval_qs, "train_hard": hard_qs, "eval_shuffled": shuffled, "dev": dev_qs}
+    far = build_far(kg, config, splits, pool)
+    # a far split the graph gives too few of to measure is left out (stats.json says so)
+    asked = {"eval_far": config.n_eval_far, "dev_far": config.n_dev_far}
+    return splits | {name: qs for name, qs in far.items() if qs and len(qs) >= min(MIN_FAR, asked[name])}
 
 
 def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, list[Question]]) -> DatasetStats:
@@ -386,7 +420,7 @@ def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, l
     that no model can solve by composing the facts it is taught."""
     train_qs, eval_qs, hard_qs, dev_qs = (splits[name] for name in ("train", "eval", "train_hard", "dev"))
     verified = {name: [sum(verify_unique(kg, q) for q in qs), len(qs)] for name, qs in splits.items()}
-    leakage = leakage_report(train_qs, eval_qs, hard_qs, dev_qs)
+    leakage = leakage_report(train_qs, eval_qs, hard_qs, dev_qs, splits.get("eval_far", ()), splits.get("dev_far", ()))
     oracle = oracle_report(kg, splits)
     eval_edges = path_edges(eval_qs)
     train_edges = path_edges(train_qs)
@@ -395,7 +429,7 @@ def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, l
         raise DatasetError(f"generated questions failed their checks: unique={verified}, leakage={leakage}")
     # The pipeline teaches every KG fact: the held-out splits must be solvable by the oracle.
     unsolvable = {split: acc for split, acc in oracle["kg"].items()
-                  if split in ("eval", "train_hard", "dev") and splits[split] and acc < MIN_ORACLE}
+                  if split in ("eval", "train_hard", "dev", *FAR_FILES) and splits[split] and acc < MIN_ORACLE}
     if unsolvable:
         raise DatasetError(f"{kg.source}: the oracle that knows every fact solves only "
                            + ", ".join(f"{acc:.0%} of {split}" for split, acc in unsolvable.items())
@@ -420,7 +454,18 @@ def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, l
         widths={name: _width_counts(kg, qs, config.merging) for name, qs in splits.items()},
         merges={name: sum(merged(question_walk(kg, q)) for q in qs) for name, qs in splits.items()}
         if config.merging else None,
+        far=_far_note(config, splits),
     )
+
+
+def _far_note(config: DatasetConfig, splits: dict[str, list[Question]]) -> dict[str, Any] | None:
+    """stats.json's account of the far splits: their hop length, and each one asked for that the
+    graph could not give (the count it gave, under :data:`MIN_FAR`: left out); None where none was asked."""
+    asked = {"eval_far": config.n_eval_far, "dev_far": config.n_dev_far}
+    if not any(asked.values()):
+        return None
+    return {"hops": list(config.far_hops), "asked": asked,
+            "left_out": sorted(name for name, n in asked.items() if n and name not in splits)}
 
 
 def write_dataset(config: DatasetConfig, splits: dict[str, list[Question]], stats: DatasetStats,
@@ -428,7 +473,8 @@ def write_dataset(config: DatasetConfig, splits: dict[str, list[Question]], stat
     """Write the splits and ``stats.json`` into ``config.out_dir`` as one set
     (:func:`library.questions.split_set.write_split_set`); where the folder holds other splits
     that would change, ``confirm(names)`` is asked first (None: overwrite)."""
-    files = {SPLIT_FILES[name]: "".join(dumps_line(q) for q in qs).encode("utf-8") for name, qs in splits.items()}
+    files = {({**SPLIT_FILES, **FAR_FILES})[name]: "".join(dumps_line(q) for q in qs).encode("utf-8")
+             for name, qs in splits.items()}
     changed = changed_files(config.out_dir, files)
     if changed and confirm is not None and not confirm(changed):
         raise OverwriteRefused(f"{config.out_dir} already holds other splits ({', '.join(changed)} would change); "

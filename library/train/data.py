@@ -19,6 +19,7 @@ from library.contracts import Question
 from library.graph.kg import load_kg
 from library.jsonl import read_jsonl, sha256_file
 from library.questions.balance import select_balanced
+from library.questions.dataset import FAR_FILES
 from library.questions.split_set import SPLIT_FILES, verify_split_set
 from library.questions.wording import reference_completion
 
@@ -27,7 +28,7 @@ from library.questions.wording import reference_completion
 
 #: Splits nothing may train on (the shuffled copy is eval with its options reordered; dev is
 #: where recipes are chosen, so RL's train_hard prompts must never be dev's).
-EVAL_SPLITS = frozenset({"eval", "eval_shuffled", "dev"})
+EVAL_SPLITS = frozenset({"eval", "eval_shuffled", "dev", "eval_far", "dev_far"})
 
 
 @dataclass
@@ -39,6 +40,9 @@ class DataBundle:
     kg: Any
     hashes: dict[str, str]
     dev: list = field(default_factory=list)  # 4-5 hops, for choosing recipes (research/sweeps)
+    # one hop past eval (6 on 4-5), where the folder has them (library/questions/dataset.py: FAR_FILES)
+    eval_far: list = field(default_factory=list)
+    dev_far: list = field(default_factory=list)
 
 
 def load_data(config: Any) -> DataBundle:
@@ -53,6 +57,9 @@ def load_data(config: Any) -> DataBundle:
         splits[name] = read_jsonl(path, Question)
         hashes[filename] = sha256_file(path)
     hashes[Path(config.kg_path).name] = sha256_file(Path(config.kg_path))
+    for name, filename in FAR_FILES.items():  # read, not hashed: they train nothing
+        if (data_dir / filename).is_file():
+            splits[name] = read_jsonl(data_dir / filename, Question)
     return DataBundle(kg=load_kg(config.kg_path), hashes=hashes, **splits)
 
 

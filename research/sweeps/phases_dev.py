@@ -9,6 +9,10 @@ that SFT, so their RL recipes are paired on the same start.
     python -m research.sweeps.phases_dev data/runs/mammals data/experiments/mammals-rl4 \\
         --out data/experiments/mammals-rl4/phases_dev.json
 
+``--split dev_far`` judges on dev_far instead: one hop past eval's lengths (6 on 4-5), a length
+no phase trains on, where ``kgr data`` wrote it; the answer window grows to hold its longest
+reference.
+
 One JSON object goes to ``--out``: per run and phase, accuracy by hop with its Wilson interval, the
 paired difference against the first run's SFT (bootstrap over questions), and each dev answer's
 right/wrong (``answers``) for pairing over seeds.
@@ -36,6 +40,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="a finished run, then runs forked from it (kgr train --from); its SFT is the baseline")
     ap.add_argument("--phases", default="sft,rsft,grpo")
     ap.add_argument("--n-dev", type=int, default=100)
+    ap.add_argument("--split", choices=("dev", "dev_far"), default="dev",
+                    help="dev (eval's lengths) or dev_far (one hop past them: a length no phase trains on)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
@@ -46,10 +52,14 @@ def main(argv: list[str] | None = None) -> dict:
         if not is_fork_of(run.path, first.path):
             raise SystemExit(f"{run.path} is not forked from {first.path} (kgr train --from): its SFT may differ")
     config = run_profile(first)
-    out: dict = {"n_dev": args.n_dev, "baseline": f"{first.path}:sft", "dev": {}}
+    out: dict = {"n_dev": args.n_dev, "split": args.split, "baseline": f"{first.path}:sft", "dev": {}}
     with run_precision(config), tempfile.TemporaryDirectory() as tmp:
         config, context, backend = start_backend(config, first)
-        judge = DevJudge(config, context.data, context.tokenizer, args.n_dev)
+        questions = None
+        if args.split == "dev_far":
+            config, questions = far_questions(config, context.data, context.tokenizer, args.n_dev)
+            out["max_new_tokens"] = config.eval.max_new_tokens
+        judge = DevJudge(config, context.data, context.tokenizer, args.n_dev, questions=questions)
         baseline: list = []
         for run in [first, *later]:
             copied = set((run.read_meta().get("forked_from") or {}).get("phases") or ())
@@ -70,6 +80,21 @@ def main(argv: list[str] | None = None) -> dict:
                 print(json.dumps({f"{run.path}:{phase}": out["dev"][f"{run.path}:{phase}"]}), flush=True)
     atomic_write_json(args.out, out)
     return out
+
+
+def far_questions(config, data, tokenizer, n: int):
+    """(``config`` with an answer window that holds dev_far's longest reference completion, ``n``
+    hop-balanced dev_far questions): the window rule of ``fit_generation_lengths``, for a split
+    the run's own evaluation did not size."""
+    from library.questions.balance import select_balanced
+    from library.questions.wording import reference_completion
+
+    if not data.dev_far:
+        raise SystemExit(f"{config.data_dir} has no dev_far.jsonl: `kgr data` writes it where the graph gives it")
+    questions = select_balanced(data.dev_far, n, f"{config.seed}:dev_far")
+    need = 1 + max(len(tokenizer(reference_completion(q), add_special_tokens=False).input_ids) for q in questions)
+    window = max(config.eval.max_new_tokens, need)
+    return config.model_copy(update={"eval": config.eval.model_copy(update={"max_new_tokens": window})}), questions
 
 
 if __name__ == "__main__":
