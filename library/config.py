@@ -207,6 +207,10 @@ class GRPOSettings(_Strict):
     # Hop lengths of those prompts (None: every length in train.jsonl, hop-balanced). A training
     # length draws from train.jsonl (held out of SFT); "next" from train_hard, one hop past SFT.
     prompt_hops: list[HopLength] | None = None
+    # Also draw from RSFT's prompts (one hop past SFT's longest chain where rsft.prompt_hops is
+    # "next"): RL at the length RSFT trained, from where RSFT left the policy. The held-out prompts
+    # above stay held out of SFT either way, so a fork keeps its source's SFT (and RSFT).
+    rsft_prompts: bool = False
     reward_preset: RewardPreset = "paper+edges"
     # Sample the groups with library.model.generate (shared prefill per group) through TRL's
     # rollout_func, instead of TRL's model.generate.

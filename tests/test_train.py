@@ -805,3 +805,33 @@ def test_fork_trains_rl_again_on_the_same_sft(trained, tmp_path):
         fork_run(run.path, fork.path, rl)
     assert is_fork_of(fork.path, run.path) and not is_fork_of(run.path, fork.path)
     assert not list(tmp_path.glob("*.forking")) and not (fork.path / "adapters" / "rsft").samefile(run.path / "adapters" / "rsft")
+
+
+def test_a_fork_that_changes_only_grpo_copies_rsft_and_grpo_may_add_its_prompts(trained, tmp_path):
+    """A fork whose RSFT settings and prompts are its source's copies RSFT too (model, rollouts,
+    metrics, monitor) and trains GRPO alone; ``grpo.rsft_prompts`` adds RSFT's prompts to GRPO's
+    held-out pool without moving SFT's rows."""
+    from library.train.data import load_data, make_selection
+    from library.train.fork import fork_run
+    from library.train.pipeline import run_training
+
+    run, config, _ = trained
+    grpo_only = config.model_copy(update={"grpo": config.grpo.model_copy(update={"reward_preset": "correctness",
+                                                                                 "rsft_prompts": True})})
+    was, now = (make_selection(c, load_data(c)) for c in (config, grpo_only))
+    assert [q.id for q in now.sft] == [q.id for q in was.sft]
+    assert [q.id for q in now.grpo_pool] == [q.id for q in was.grpo_pool] + [
+        q.id for q in was.rsft_prompts if q.id not in {p.id for p in was.grpo_pool}]
+
+    fork = run_training(grpo_only, fork_run(run.path, tmp_path / "fork", grpo_only).path, resume=True)
+    meta = fork.read_meta()
+    assert meta["status"] == "complete" and meta["forked_from"]["phases"] == ["base", "sft", "rsft"]
+    dump = lambda r, p: [e.model_dump(mode="json") for e in r.read_episodes(phase=p)]  # noqa: E731
+    assert dump(fork, "rsft") == dump(run, "rsft")
+    m_fork, m_run = fork.read_metrics(), run.read_metrics()
+    assert m_fork["eval"]["rsft"] == m_run["eval"]["rsft"] and m_fork["training"]["rsft"] == m_run["training"]["rsft"]
+    assert m_fork["comparisons"]["rsft-sft"] == m_run["comparisons"]["rsft-sft"]
+    assert "grpo" in m_fork["eval"] and meta["reward"]["preset"] == "correctness"
+    # RSFT's settings changed: only base and SFT are copied, as before
+    other_rsft = grpo_only.model_copy(update={"rsft": config.rsft.model_copy(update={"learning_rate": 1e-4})})
+    assert fork_run(run.path, tmp_path / "fork2", other_rsft).read_meta()["forked_from"]["phases"] == ["base", "sft"]

@@ -113,6 +113,8 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
                              "outside SFT and the GRPO pool has these hop lengths")
     rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
+    if config.grpo.enabled and config.grpo.rsft_prompts:
+        grpo_pool = grpo_pool + [q for q in rsft_prompts if q.id not in grpo_ids]
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
     for qs in (sft, grpo_pool, rsft_prompts):
         assert_training_only(qs, forbidden)

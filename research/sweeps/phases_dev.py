@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> dict:
     from library.model.precision import run_precision
     from library.runs.folder import RunDir
     from library.train.checkpoints import load_phase_model
-    from library.train.fork import is_fork_of
+    from library.train.fork import sft_source
     from research.sweeps.dev_judge import DevJudge
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> dict:
     first = RunDir.open(args.runs[0])
     later = [RunDir.open(r) for r in args.runs[1:]]
     for run in later:  # every RL adapter goes on the first run's SFT model: it must be theirs too
-        if not is_fork_of(run.path, first.path):
-            raise SystemExit(f"{run.path} is not forked from {first.path} (kgr train --from): its SFT may differ")
+        if sft_source(run.path).resolve() != sft_source(first.path).resolve():
+            raise SystemExit(f"{run.path} is not forked from {first.path} (kgr train --from, directly or through "
+                             "forks): its SFT may differ")
     config = run_profile(first)
     out: dict = {"n_dev": args.n_dev, "split": args.split, "baseline": f"{first.path}:sft", "dev": {}}
     with run_precision(config), tempfile.TemporaryDirectory() as tmp:
@@ -64,8 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
         for run in [first, *later]:
             copied = set((run.read_meta().get("forked_from") or {}).get("phases") or ())
             for phase in phases:
-                if phase in copied or not (run.path / "adapters" / phase).is_dir():
-                    continue  # a fork's copied phase is its source's model, judged already
+                if (phase in copied and run is not first) or not (run.path / "adapters" / phase).is_dir():
+                    continue  # a later fork's copied phase is its source's model, judged already
                 base = backend.base if phase == "sft" else backend.rl_base()
                 model = load_phase_model(base, run.path / "adapters", phase, sft_full=False)
                 model.eval()
