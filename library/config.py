@@ -312,6 +312,20 @@ class EvalSettings(_Strict):
     # eval questions (hop-balanced; None: all); 100 questions are ~450 hops, a 95% interval of
     # about +-4.5 points.
     n_trace_recall: int | None = Field(100, ge=1)
+    # eval_far (one hop past eval's lengths, 6 on 4-5, where the data has it: kgr data): this many
+    # questions (hop-balanced; None: all; 0: none) answered after each of ``far_phases``, reported
+    # apart from eval (a length no phase trains on). They decide nothing a phase trains on, so a
+    # run resumes or forks whatever they are (library/train/bookkeeping.py: comparable_config).
+    n_eval_far: int | None = Field(0, ge=0)
+    far_phases: list[Literal["base", "sft", "rsft", "grpo"]] = Field(default_factory=lambda: ["sft", "rsft", "grpo"])
+    # the longest 6-hop reference completion of data/keyed's eval_far is 165 tokens: eval's own
+    # slack over its longest (137 -> 144) on top; raised where a graph's are longer (generation.fit_windows)
+    far_max_new_tokens: int = Field(172, ge=8)
+
+
+#: The evaluation settings that only add measurements (eval_far), left out of the comparison of
+#: a resumed or forked run's settings with those it recorded.
+MEASUREMENT_ONLY = ("n_eval_far", "far_phases", "far_max_new_tokens")
 
 
 class DistributionSettings(_Strict):

@@ -835,3 +835,36 @@ def test_a_fork_that_changes_only_grpo_copies_rsft_and_grpo_may_add_its_prompts(
     # RSFT's settings changed: only base and SFT are copied, as before
     other_rsft = grpo_only.model_copy(update={"rsft": config.rsft.model_copy(update={"learning_rate": 1e-4})})
     assert fork_run(run.path, tmp_path / "fork2", other_rsft).read_meta()["forked_from"]["phases"] == ["base", "sft"]
+
+
+def test_eval_far_is_answered_after_its_phases_and_decides_nothing_trained(tmp_path):
+    """eval.n_eval_far: eval_far (one hop past eval) answered after each of eval.far_phases, in
+    its own window, reported apart (metrics["eval_far"], episodes with eval_split "eval_far");
+    a run stopped without it resumes with it (it decides nothing trained), and no far question
+    reaches a training phase."""
+    from library.train.bookkeeping import comparable_config
+    from library.train.data import LeakageError, assert_training_only, load_data, make_selection
+    from library.train.pipeline import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    kg = KnowledgeGraph.from_dict(json.loads(json.dumps(TINY_KG)))
+    rng = random.Random(1)
+    # plumbing only: the tiny graph has no 6-hop chain, so its 5-hop ones stand in
+    far = [_question(kg, p, "eval_far", f"far-{i + 1:04d}", rng) for i, p in enumerate(_all_paths(kg, 5))]
+    write_jsonl_atomic(data_dir / "eval_far.jsonl", far)
+    plain = tiny_config(data_dir)
+    measured = tiny_config(data_dir, eval={"n_eval_far": None, "far_phases": ["sft"], "far_max_new_tokens": 12})
+    assert comparable_config(plain) == comparable_config(measured)
+    selection = make_selection(measured, load_data(measured))
+    assert {q.id for q in selection.eval_far} == {q.id for q in far}
+    assert make_selection(plain, load_data(plain)).eval_far == []
+    with pytest.raises(LeakageError):
+        assert_training_only(far[:1])
+
+    run = run_training(plain, tmp_path / "run", stop_after="base")
+    run = run_training(measured, run.path, resume=True, stop_after="sft")
+    metrics = run.read_metrics()
+    assert set(metrics["eval_far"]) == {"sft"} and metrics["eval_far"]["sft"]["n"] == len(far)
+    answered = [e for e in run.read_episodes(phase="sft") if e.eval_split == "eval_far"]
+    assert sorted(e.ex_id for e in answered) == sorted(q.id for q in far)
+    assert run.read_meta()["selection"]["eval_far"]["n"] == len(far)

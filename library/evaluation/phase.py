@@ -22,7 +22,7 @@ def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: in
     """The questions ``phase``'s evaluation answers, by metrics key: the eval subset (before the
     ``last`` phase ``settings.n_eval_between`` of them, for the base model ``settings.n_eval_base``
     of those, each hop-balanced), its option-shuffled twin where ``settings.shuffled_phases`` asks
-    for it, and the train sample."""
+    for it, the train sample, and eval_far (one hop past eval) after ``settings.far_phases``."""
     answered = selection.eval
     if not last and settings.n_eval_between is not None and settings.n_eval_between < len(answered):
         answered = select_balanced(answered, settings.n_eval_between, f"{seed}:between")
@@ -30,7 +30,8 @@ def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: in
         answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
     shuffled_phases = settings.shuffled_phases
     shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
-    return {"eval": answered, "eval_shuffled": shuffled, "train_sample": selection.train_sample}
+    far = getattr(selection, "eval_far", []) if phase in settings.far_phases else []
+    return {"eval": answered, "eval_shuffled": shuffled, "train_sample": selection.train_sample, "eval_far": far}
 
 
 def measures_recall(phase: str, settings: EvalSettings) -> bool:
@@ -77,7 +78,8 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
         # completes), so a half-done phase never shows up as a result.
         blocks[key] = evaluate(
             model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
-            batch_size=settings.batch_size, max_new_tokens=settings.max_new_tokens,
+            batch_size=settings.batch_size,
+            max_new_tokens=settings.far_max_new_tokens if key == "eval_far" else settings.max_new_tokens,
         )
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "

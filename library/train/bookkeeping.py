@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from library import __version__
-from library.config import TrainConfig, drop_retired
+from library.config import MEASUREMENT_ONLY, TrainConfig, drop_retired
 from library.contracts import EVAL_KIND, ROLLOUT_KIND
 from library.jsonl import atomic_write_json
 from library.model.distributed import process_summary
@@ -139,6 +139,8 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
     if meta.get("data") != data.hashes:
         raise ResumeError(f"the data files changed since {run.path} was started (sha256 differs)")
     if meta.get("status") != "complete":  # resuming a finished run changes nothing
+        if selection.eval_far:  # measured from here on (it decides nothing trained: comparable_config)
+            meta.setdefault("selection", {})["eval_far"] = selection.summary()["eval_far"]
         meta["status"] = "running"
         meta.setdefault("resumed", []).append(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         meta["processes"] = process_summary()  # a resume may use another number of processes
@@ -150,7 +152,8 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
 def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     """The settings that decide what the phases train, as meta.json records them: everything but
     the experiments (library/experiments), which run beside the pipeline on a finished run, and
-    the start-up estimate. A recorded config is read through :class:`TrainConfig` first, so a
+    the start-up estimate, and the measurements that decide nothing trained (``MEASUREMENT_ONLY``:
+    eval_far). A recorded config is read through :class:`TrainConfig` first, so a
     setting added since it was written compares at its default - except the draws' precision,
     which was the generation precision before ``generation.sampling_precision`` existed - and a
     setting removed since compares as absent where it held the behaviour kept
@@ -168,6 +171,8 @@ def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     current = dict(config.to_meta() if isinstance(config, TrainConfig) else config)
     for section in ("distribution", "ablation", "estimate"):
         current.pop(section, None)
+    if isinstance(current.get("eval"), dict):
+        current["eval"] = {k: v for k, v in current["eval"].items() if k not in MEASUREMENT_ONLY}
     return current
 
 

@@ -72,17 +72,19 @@ class Selection:
     eval_shuffled: list
     train_sample: list
     forbidden_ids: set[str] = field(default_factory=set)
+    eval_far: list = field(default_factory=list)  # one hop past eval (eval.n_eval_far of eval_far.jsonl)
 
     def summary(self) -> dict[str, Any]:
         return {
             "sft": {"source": "train.jsonl", "n": len(self.sft), "excludes": "grpo_pool"},
-            "grpo_pool": {"source": "train.jsonl", "n": len(self.grpo_pool), "ids": [q.id for q in self.grpo_pool]},
+            "grpo_pool": {"source": " + ".join(f"{split}.jsonl" for split in sorted({q.split for q in self.grpo_pool}))
+                          or "train.jsonl", "n": len(self.grpo_pool), "ids": [q.id for q in self.grpo_pool]},
             "rsft_prompts": {"n": len(self.rsft_prompts),
                              "splits": sorted({q.split for q in self.rsft_prompts})},
             "eval": {"n": len(self.eval), "ids": [q.id for q in self.eval]},
             "eval_shuffled": {"n": len(self.eval_shuffled), "ids": [q.id for q in self.eval_shuffled]},
             "train_sample": {"n": len(self.train_sample), "ids": [q.id for q in self.train_sample]},
-        }
+        } | ({"eval_far": {"n": len(self.eval_far), "ids": [q.id for q in self.eval_far]}} if self.eval_far else {})
 
 
 def make_selection(config: Any, data: DataBundle) -> Selection:
@@ -115,11 +117,14 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
                     if config.rsft.enabled else [])
     if config.grpo.enabled and config.grpo.rsft_prompts:
         grpo_pool = grpo_pool + [q for q in rsft_prompts if q.id not in grpo_ids]
-    forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled}
+    forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled} | {q.id for q in data.eval_far}
     for qs in (sft, grpo_pool, rsft_prompts):
         assert_training_only(qs, forbidden)
+    n_far = config.eval.n_eval_far
+    eval_far = (select_balanced(data.eval_far, n_far, f"{seed}:eval_far") if n_far else list(data.eval_far)
+                ) if n_far != 0 else []
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
-                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden)
+                     eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden, eval_far=eval_far)
 
 
 def rl_candidates(data: DataBundle, hops: Sequence[int] | None, setting: str) -> list[Any]:
@@ -216,6 +221,7 @@ def fit_generation_lengths(config: Any, kg: Any, selection: Selection, tokenizer
                     for q in questions), default=0) + 1
 
     windows = {("eval", "max_new_tokens"): selection.eval + selection.train_sample,
+               ("eval", "far_max_new_tokens"): selection.eval_far,
                ("rsft", "max_new_tokens"): selection.rsft_prompts if config.rsft.enabled else [],
                ("grpo", "max_completion_length"): selection.grpo_pool}
     notes: list[str] = []

@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--split", choices=("dev", "dev_far"), default="dev",
                     help="dev (eval's lengths) or dev_far (one hop past them: a length no phase trains on)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--keep", type=Path, help="also keep each phase's dev episodes here, as <run>-<phase>.jsonl")
     args = ap.parse_args(argv)
 
     phases = [p for p in args.phases.split(",") if p]
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> dict:
                 model = load_phase_model(base, run.path / "adapters", phase, sft_full=False)
                 model.eval()
                 label = f"{run.path.name}-{phase}"
-                block, episodes = judge.episodes(model, Path(tmp), label, phase=phase)
+                block, episodes = judge.episodes(model, Path(tmp), label, phase=phase,
+                                                 keep=args.keep / f"{label}.jsonl" if args.keep else None)
                 if hasattr(model, "unload"):  # take the LoRA layers off the shared SFT model again
                     model.unload()
                 if run is first and phase == "sft":
