@@ -355,3 +355,20 @@ def test_the_page_says_what_each_rl_phase_repaired(fixture_run, kg_file, tmp_pat
     (gone / RUN_QUESTIONS).unlink()
     fixture = collect([gone], kg_path=kg_file, data_dir=tmp_path / "no-data").runs[0]
     assert fixture["repairs"] == [] and fixture["n_episodes"] > 0
+
+
+def test_the_page_shows_eval_far_apart_where_a_run_measured_it(tmp_path):
+    """metrics.json's eval_far (one hop past eval) reaches the page's headline data per phase,
+    beside eval, never mixed into it; a run without it shows none."""
+    from library.runs.folder import RunDir
+
+    run = RunDir.create(tmp_path, "far")
+    run.write_meta({"config": {}})
+    block = {"n": 150, "correct": 60, "accuracy": 0.4, "accuracy_ci": [0.33, 0.48], "valid_format_rate": 0.9,
+             "path_coverage": 0.5, "spam_rate": 0.0, "reward": {"total": 0.1}, "grounded": {"correct": 50}}
+    run.write_metrics({"eval": {"sft": {**block, "accuracy": 0.8}}, "eval_far": {"sft": block}})
+    headline = collect([run.path], kg_path=REPO / "data" / "kg.json", data_dir=None).runs[0]["headline"]
+    assert headline["eval_far"]["sft"]["accuracy"] == 0.4 and headline["eval_far"]["sft"]["grounded"] == 50
+    assert headline["eval"]["sft"]["accuracy"] == 0.8
+    food = collect([REPO / "data" / "runs" / "food"]).runs[0]["headline"]
+    assert "eval_far" not in food

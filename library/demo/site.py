@@ -113,7 +113,7 @@ def _thin(items: list[Any], cap: int) -> list[Any]:
 
 def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
     out = {}
-    for split in ("eval", "eval_shuffled", "train_hard", "train_sample"):
+    for split in ("eval", "eval_shuffled", "train_hard", "train_sample", "eval_far"):
         block = metrics.get(split)
         if not isinstance(block, dict):
             continue

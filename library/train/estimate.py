@@ -243,11 +243,12 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     for phase in config.phases():
         # each split is generated on its own (library/evaluation/phase.py), in its own batches
         gen = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0)
-        for questions in phase_questions(selection, phase, ev, config.seed, config.is_final(phase)).values():
+        for key, questions in phase_questions(selection, phase, ev, config.seed, config.is_final(phase)).items():
+            window = ev.far_max_new_tokens if key == "eval_far" else ev.max_new_tokens
             if questions and phase == "base":
-                gen = _sum(gen, _base_generation([prompt_len(q) for q in questions], ev.max_new_tokens, ev.batch_size))
+                gen = _sum(gen, _base_generation([prompt_len(q) for q in questions], window, ev.batch_size))
             elif questions:
-                lengths = [min(reference(q), ev.max_new_tokens) for q in questions]
+                lengths = [min(reference(q), window) for q in questions]
                 gen = _sum(gen, _generation([prompt_len(q) for q in questions], lengths, ev.batch_size))
         plan[f"{phase}_eval"] = gen
         if phase == "rsft":

@@ -148,6 +148,7 @@ function renderRunInfo() {
     }
     box.appendChild(t);
   }
+  noteBox(box, "far", "One hop past eval (eval_far: a length no phase trained on)", farLines(r.headline.eval_far || {}));
   noteBox(box, "reward-adds", "What the graph's reward adds, measured on this run (paired, 95% intervals)",
     rewardAdds(r.metrics || {}));
   noteBox(box, "repairs", "What each RL phase made right, by why the phase before was wrong (eval, question by question)",
@@ -166,6 +167,18 @@ function noteBox(box, id, title, lines) {
   sec.appendChild(el("b", {}, title));
   sec.appendChild(list);
   box.appendChild(sec);
+}
+
+// eval_far per phase measured (metrics.json "eval_far"), one sentence each.
+function farLines(far) {
+  const out = [];
+  for (const p of PHASES) {
+    const h = far[p];
+    if (!h) continue;
+    const ci = h.accuracy_ci ? ` [${pct(h.accuracy_ci[0])}, ${pct(h.accuracy_ci[1])}]` : "";
+    out.push(`${p.toUpperCase()}: ${pct(h.accuracy)}${ci} of ${h.n} questions, ${h.grounded == null ? "–" : h.grounded} of ${h.correct} right answers grounded`);
+  }
+  return out;
 }
 
 // The run's experiments against a right/wrong reward (metrics.json "ablation" and "selection"),
