@@ -852,7 +852,7 @@ def test_eval_far_is_answered_after_its_phases_and_decides_nothing_trained(tmp_p
     # plumbing only: the tiny graph has no 6-hop chain, so its 5-hop ones stand in
     far = [_question(kg, p, "eval_far", f"far-{i + 1:04d}", rng) for i, p in enumerate(_all_paths(kg, 5))]
     write_jsonl_atomic(data_dir / "eval_far.jsonl", far)
-    plain = tiny_config(data_dir)
+    plain = tiny_config(data_dir, eval={"n_eval_far": 0})
     measured = tiny_config(data_dir, eval={"n_eval_far": None, "far_phases": ["sft"], "far_max_new_tokens": 12})
     assert comparable_config(plain) == comparable_config(measured)
     selection = make_selection(measured, load_data(measured))
