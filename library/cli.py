@@ -484,8 +484,9 @@ def train(
             from library.train.fork import fork_run, is_fork_of
 
             if not (run_dir / "meta.json").exists():
-                fork_run(from_run, run_dir, config, backend=backend)
-                console.print(f"  {run_dir}: base and SFT from {from_run}; training the RL phases")
+                copied = fork_run(from_run, run_dir, config, backend=backend).read_meta()["forked_from"]["phases"]
+                rest = [p for p in config.phases() if p not in copied]
+                console.print(f"  {run_dir}: {', '.join(copied)} from {from_run}; training {', '.join(rest) or 'nothing'}")
             elif not is_fork_of(run_dir, from_run):
                 fail(f"{run_dir} already holds a run that is not forked from {from_run}; choose another --run")
             resume = True  # a fork, new or interrupted, goes on as a resumed run
