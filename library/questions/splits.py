@@ -317,11 +317,9 @@ def _asked(questions: Iterable[Question]) -> set[tuple[str, tuple[str, ...]]]:
 
 def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_total: int, held: list[Question],
                     held_asked: set[tuple[str, tuple[str, ...]]], bar: tqdm, pool: Candidates,
-                    partial: bool, hops: Sequence[int], accept: Callable[[GoldPath], bool] | None = None
-                    ) -> list[Question]:
+                    partial: bool, hops: Sequence[int]) -> list[Question]:
     """A held-out split of ``hops`` hops that shares no path window (either way; windows from
-    ``eval_hops``' shortest length) and no (start, chain) with ``held``, and whose paths pass
-    ``accept`` where given."""
+    ``eval_hops``' shortest length) and no (start, chain) with ``held``."""
     held_seqs = {entity_seq(q) for q in held}
     held_windows = {w for s in held_seqs for w in windows(s, min(config.eval_hops) + 1)}
     min_len = min((len(s) for s in held_seqs), default=min(config.eval_hops) + 1)
@@ -331,7 +329,7 @@ def _held_out_split(kg: KnowledgeGraph, config: DatasetConfig, split: str, n_tot
         seq = tuple(path.entities)
         if (seq[0], tuple(e.rel for e in path.edges)) in held_asked or seq in held_windows:
             return False
-        return not any(w in held_seqs for w in windows(seq, min_len)) and (accept is None or accept(path))
+        return not any(w in held_seqs for w in windows(seq, min_len))
 
     for length, n in _per_hop(n_total, hops, [1] * len(hops)).items():
         _sample_split(builder, length, n, ok, partial)
@@ -459,8 +457,8 @@ def dataset_stats(kg: KnowledgeGraph, config: DatasetConfig, splits: dict[str, l
 
 
 def _far_note(config: DatasetConfig, splits: dict[str, list[Question]]) -> dict[str, Any] | None:
-    """stats.json's account of the far splits: their hop length, and each one asked for that the
-    graph could not give (the count it gave, under :data:`MIN_FAR`: left out); None where none was asked."""
+    """stats.json's account of the far splits: their hop length, the counts asked, and those
+    left out (the graph gave under :data:`MIN_FAR` of them); None where none was asked."""
     asked = {"eval_far": config.n_eval_far, "dev_far": config.n_dev_far}
     if not any(asked.values()):
         return None
