@@ -30,8 +30,14 @@ def phase_questions(selection: Any, phase: str, settings: EvalSettings, seed: in
         answered = select_balanced(answered, settings.n_eval_base, f"{seed}:base_eval")
     shuffled_phases = settings.shuffled_phases
     shuffled = selection.eval_shuffled if shuffled_phases is None or phase in shuffled_phases else []
-    far = getattr(selection, "eval_far", []) if phase in settings.far_phases else []
+    far = selection.eval_far if phase in settings.far_phases else []
     return {"eval": answered, "eval_shuffled": shuffled, "train_sample": selection.train_sample, "eval_far": far}
+
+
+def answer_window(key: str, settings: EvalSettings) -> int:
+    """The most tokens an answer to ``key``'s questions (a :func:`phase_questions` key) may take:
+    eval_far's chains are a hop longer than the others'."""
+    return settings.far_max_new_tokens if key == "eval_far" else settings.max_new_tokens
 
 
 def measures_recall(phase: str, settings: EvalSettings) -> bool:
@@ -78,8 +84,7 @@ def evaluate_phase(model, tokenizer, phase: str, selection: Any, reward_model, r
         # completes), so a half-done phase never shows up as a result.
         blocks[key] = evaluate(
             model, tokenizer, questions, reward_model, phase=phase, split=key, run=run,
-            batch_size=settings.batch_size,
-            max_new_tokens=settings.far_max_new_tokens if key == "eval_far" else settings.max_new_tokens,
+            batch_size=settings.batch_size, max_new_tokens=answer_window(key, settings),
         )
         acc = blocks[key].get("accuracy")
         console.print(f"  [dim]{phase} eval[/] {key:<14} n={len(questions):<4} accuracy={acc:.3f} "

@@ -120,9 +120,8 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled} | {q.id for q in data.eval_far}
     for qs in (sft, grpo_pool, rsft_prompts):
         assert_training_only(qs, forbidden)
-    n_far = config.eval.n_eval_far
-    eval_far = (select_balanced(data.eval_far, n_far, f"{seed}:eval_far") if n_far else list(data.eval_far)
-                ) if n_far != 0 else []
+    n_far = len(data.eval_far) if config.eval.n_eval_far is None else config.eval.n_eval_far
+    eval_far = select_balanced(data.eval_far, n_far, f"{seed}:eval_far") if n_far else []
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
                      eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden, eval_far=eval_far)
 

@@ -50,7 +50,7 @@ from typing import Any, Sequence
 
 from rich.table import Table
 
-from library.evaluation.phase import measures_recall, phase_questions, traced_questions
+from library.evaluation.phase import answer_window, measures_recall, phase_questions, traced_questions
 from library.evaluation.recall import eval_fact_groups
 from library.model.chat import format_example, format_prompt
 from library.questions.wording import reference_completion
@@ -244,7 +244,7 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
         # each split is generated on its own (library/evaluation/phase.py), in its own batches
         gen = Work(forward_tokens=recall.forward_tokens if measures_recall(phase, ev) else 0)
         for key, questions in phase_questions(selection, phase, ev, config.seed, config.is_final(phase)).items():
-            window = ev.far_max_new_tokens if key == "eval_far" else ev.max_new_tokens
+            window = answer_window(key, ev)
             if questions and phase == "base":
                 gen = _sum(gen, _base_generation([prompt_len(q) for q in questions], window, ev.batch_size))
             elif questions:

@@ -63,13 +63,15 @@ def fork_run(source: str | Path, dest: str | Path, config: TrainConfig, backend:
     if meta.get("backend", "torch") != backend:
         raise ResumeError(f"{src.path} was trained with backend {meta.get('backend')!r}, not {backend!r}")
     recorded = meta.get("config") or {}
+    was_settings, new_settings = comparable_config(recorded), comparable_config(config)
 
-    def before_rl(cfg: Any) -> dict[str, Any]:
-        return {k: v for k, v in comparable_config(cfg).items() if k not in AFTER_SFT}
+    def before_rl(settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in settings.items() if k not in AFTER_SFT}
 
-    if before_rl(recorded) != before_rl(config):
+    if before_rl(was_settings) != before_rl(new_settings):
         raise ResumeError(f"{src.path}'s SFT was trained with other settings "
-                          f"({config_differences(before_rl(recorded), before_rl(config))}); --from keeps SFT as it was")
+                          f"({config_differences(before_rl(was_settings), before_rl(new_settings))}); "
+                          "--from keeps SFT as it was")
     data = load_data(config)
     if meta.get("data") != data.hashes:
         raise ResumeError(f"{config.data_dir}'s files are not the ones {src.path} was trained on (sha256 differs)")
@@ -80,7 +82,7 @@ def fork_run(source: str | Path, dest: str | Path, config: TrainConfig, backend:
                           f"({str(exc).splitlines()[0]}); fork a run trained by this version") from None
     now = make_selection(config, data)
     rsft_same = (config.rsft.enabled and "rsft" in done
-                 and all(comparable_config(recorded).get(k) == comparable_config(config).get(k) for k in RSFT_DECIDED_BY)
+                 and all(was_settings.get(k) == new_settings.get(k) for k in RSFT_DECIDED_BY)
                  and [q.id for q in was.rsft_prompts] == [q.id for q in now.rsft_prompts])
     copied = (*COPIED, "rsft") if rsft_same else COPIED
     for part in ("sft", "eval", "train_sample"):
@@ -118,12 +120,17 @@ def fork_run(source: str | Path, dest: str | Path, config: TrainConfig, backend:
     return RunDir(dst)
 
 
-def is_fork_of(run: str | Path, source: str | Path) -> bool:
-    """Whether ``run`` was forked from ``source`` (its meta.json's ``forked_from``)."""
+def _forked_from(run: str | Path) -> dict[str, Any]:
+    """``run``'s meta.json ``forked_from`` (``{}`` for a run not forked, or no run)."""
     meta_path = Path(run) / "meta.json"
     if not meta_path.is_file():
-        return False
-    forked = (json.loads(meta_path.read_text(encoding="utf-8")).get("forked_from") or {}).get("run")
+        return {}
+    return json.loads(meta_path.read_text(encoding="utf-8")).get("forked_from") or {}
+
+
+def is_fork_of(run: str | Path, source: str | Path) -> bool:
+    """Whether ``run`` was forked from ``source`` (its meta.json's ``forked_from``)."""
+    forked = _forked_from(run).get("run")
     return forked is not None and Path(forked).resolve() == Path(source).resolve()
 
 
@@ -137,8 +144,7 @@ def sft_source(run: str | Path) -> Path:
     path, seen = Path(run), set()
     while path.resolve() not in seen:
         seen.add(path.resolve())
-        meta_path = path / "meta.json"
-        forked = (json.loads(meta_path.read_text(encoding="utf-8")).get("forked_from") or {}) if meta_path.is_file() else {}
+        forked = _forked_from(path)
         if not forked.get("run") or "sft" not in (forked.get("phases") or ()) or not Path(forked["run"]).is_dir():
             return path
         path = Path(forked["run"])

@@ -23,15 +23,10 @@ from pathlib import Path
 
 def hops_by_id(data_dir: Path) -> dict[str, int]:
     """Each dev and dev_far question's hop length, by id, from a data folder."""
-    out = {}
-    for name in ("dev.jsonl", "dev_far.jsonl"):
-        path = Path(data_dir) / name
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    q = json.loads(line)
-                    out[q["id"]] = int(q["hop_len"])
-    return out
+    from library.jsonl import iter_jsonl
+
+    paths = [Path(data_dir) / name for name in ("dev.jsonl", "dev_far.jsonl")]
+    return {q["id"]: int(q["hop_len"]) for path in paths if path.is_file() for _, q in iter_jsonl(path)}
 
 
 def pool(pairs: list[tuple[Path, str, str]], only: set[str] | None = None) -> dict:
