@@ -387,7 +387,7 @@ def serve(
 
 @app.command()
 def train(
-    profile: str = typer.Option("quick", help="Profile in library/profiles (quick | full) or a YAML path."),
+    profile: str = typer.Option("quick", help="Profile in library/profiles (demo | quick | full | paper) or a YAML path."),
     run: Path = typer.Option(None, "--run", help="Run folder (default: data/runs/<new run id>)."),
     model: str = typer.Option(None, help="embedded | tiny | <hub id> | <local folder>; default from the profile."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last completed phase/checkpoint."),

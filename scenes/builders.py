@@ -11,6 +11,7 @@ from __future__ import annotations
 from library.config import MonitorSettings
 from library.contracts import PHASES, Episode
 from library.demo.site import monitor_points
+from library.questions.leakage import FAR_CHECKS
 from library.runs.reader import rollout_curve
 from scenes.query import Selection, ShotError, branch_claims, phase_named
 from scenes.run_data import RunData
@@ -447,7 +448,7 @@ def build_question_build(data: RunData, params: dict, sel: Selection | None) -> 
         checks.append({"label": f"one option reachable: {unique[0]} of {unique[1]} {split} questions",
                        "ok": unique[0] == unique[1]})
     leakage = stats.get("leakage") or {}
-    far = {name: n for name, n in leakage.items() if "far" in name}  # the 6-hop splits' checks, as one line
+    far = {name: n for name, n in leakage.items() if name in FAR_CHECKS}  # the far splits' checks, as one line
     for name, overlaps in leakage.items():
         if name not in far:
             checks.append({"label": f"{name.replace('_', ' ')}: {overlaps}", "ok": overlaps == 0})

@@ -32,6 +32,32 @@ def branch_claims(kg: Any, q: Question, claims: list[Claim]) -> list[tuple[str, 
     return list(dict.fromkeys((c.src, c.rel, c.dst) for c in claims if c.in_kg and (c.src, c.rel, c.dst) in stated))
 
 
+def rsft_check(episodes: list[Any], rule: str) -> dict[str, Any] | None:
+    """What the graph's check did to RSFT's choice, from its logged samples: of ``prompts``, how
+    many had a right sample (``right``), how many a right one whose TRACE states every gold edge
+    (``grounded``), and ``ungrounded``: prompts whose right samples all missed the path, which
+    RSFT kept no winner for under ``winners: grounded`` and trained on under ``correct``
+    (``rule``). None without RSFT samples.
+
+    >>> from types import SimpleNamespace as E
+    >>> rsft_check([E(ex_id="a", phase="rsft", kind="rollout", correct=True, grounded=False),
+    ...             E(ex_id="a", phase="rsft", kind="rollout", correct=False, grounded=False),
+    ...             E(ex_id="b", phase="rsft", kind="rollout", correct=True, grounded=True)], "grounded")
+    {'rule': 'grounded', 'prompts': 2, 'right': 2, 'grounded': 1, 'ungrounded': 1}
+    """
+    right: dict[str, bool] = {}
+    grounded: dict[str, bool] = {}
+    for e in episodes:
+        if e.phase == "rsft" and getattr(e, "kind", None) == "rollout":
+            right[e.ex_id] = right.get(e.ex_id, False) or bool(e.correct)
+            grounded[e.ex_id] = grounded.get(e.ex_id, False) or bool(e.correct and e.grounded)
+    if not right:
+        return None
+    n_right, n_grounded = sum(right.values()), sum(grounded.values())
+    return {"rule": rule, "prompts": len(right), "right": n_right, "grounded": n_grounded,
+            "ungrounded": n_right - n_grounded}
+
+
 class RunData(RunView):
     """Everything a storyboard may read from one run (library.runs.reader.RunView), plus the
     shot-level questions a scene asks of it."""
@@ -77,7 +103,8 @@ class RunData(RunView):
         phases = self.phases
         ctx = {"metrics": self.metrics, "meta": self.meta, "run_id": self.run_id, "phases": phases,
                "final": phases[-1] if phases else None, "first": phases[0] if phases else None,
-               "kg": _KGStats(self), "steps": self.steps(), "branched": self.branched_answers}
+               "kg": _KGStats(self), "steps": self.steps(), "branched": self.branched_answers,
+               "rsft_check": self.rsft_check}
         if self.data_stats is not None:  # templates test `stats is defined`
             ctx["stats"] = self.data_stats
         return ctx
@@ -90,6 +117,11 @@ class RunData(RunView):
         questions = self.questions() if final else {}
         return sum(1 for ex_id, q in questions.items()
                    if (ep := self.eval_episode(ex_id, final)) is not None and branch_claims(self.kg, q, ep.parsed.claims))
+
+    @cached_property
+    def rsft_check(self) -> dict[str, Any] | None:
+        """What the graph's check did to RSFT's choice on this run (:func:`rsft_check`)."""
+        return rsft_check(self.episodes, (self.config.get("rsft") or {}).get("winners", "correct"))
 
     @cached_property
     def _steps(self) -> list[dict[str, Any]]:

@@ -393,14 +393,15 @@ def test_shuffled_copy_is_measured_only_for_the_chosen_phases(tmp_path):
 
 
 def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
-    """With the main RSFT phase on (easy, from SFT), the easy condition is that phase's adapter,
-    evaluated on the distribution subset, not a second identical RSFT; hard still trains."""
+    """With the main RSFT phase on the paper's prompts (SFT's longest length, from SFT), the easy
+    condition is that phase's adapter, evaluated on the distribution subset, not a second
+    identical RSFT; hard still trains."""
     from library.experiments import run_experiments
     from library.runs.folder import RunDir
     from library.train.pipeline import run_training
 
     data_dir = write_tiny_data(tmp_path / "data")
-    config = tiny_config(data_dir, grpo={"enabled": False},
+    config = tiny_config(data_dir, grpo={"enabled": False}, rsft={"prompt_hops": ["longest"]},
                          distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
     run = run_training(config, tmp_path / "run")
     assert "distribution" not in run.read_metrics()  # the pipeline trains the phases, nothing else
@@ -414,6 +415,28 @@ def test_distribution_reuses_the_main_rsft_for_its_condition(tmp_path):
     assert len(easy.read_episodes(split="eval")) == 4
     assert [e for e in hard.read_episodes() if getattr(e, "kind", None) == "rollout"]
     assert not (run.path / "checkpoints" / "distribution" / "easy").exists()
+
+
+def test_distribution_trains_both_conditions_when_the_main_rsft_drew_neither(tmp_path):
+    """The main RSFT one hop past SFT (the recipe) is neither condition: easy samples SFT's
+    longest training length, hard train_hard's lengths, each trained from SFT."""
+    from library.experiments import run_experiments
+    from library.runs.folder import RunDir
+    from library.train.pipeline import run_training
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    config = tiny_config(data_dir, grpo={"enabled": False}, rsft={"prompt_hops": ["next"]},
+                         distribution={"enabled": True, "conditions": ["easy", "hard"], "n_eval": 4})
+    assert config.rsft.prompt_hops == [max(config.sft.question_hops) + 1]
+    run = run_experiments(config, run_training(config, tmp_path / "run").path)
+    dist = run.read_metrics()["distribution"]
+    assert "from_phase" not in dist["easy"] and "from_phase" not in dist["hard"]
+    assert dist["easy"]["prompt_hops"] == config.sft.question_hops
+    assert min(dist["hard"]["prompt_hops"]) > max(config.sft.question_hops)
+    for cond in ("easy", "hard"):
+        rollouts = [e for e in RunDir(run.path / "distribution" / cond).read_episodes()
+                    if getattr(e, "kind", None) == "rollout"]
+        assert rollouts and (run.path / "checkpoints" / "distribution" / cond).exists()
 
 
 def test_run_precision_is_recorded_and_restored_afterwards(tmp_path, monkeypatch):
@@ -696,9 +719,11 @@ QUICK_RSFT_3HOP = {"rsft": {"prompt_hops": [3], "max_new_tokens": 94, "n_prompts
 @pytest.mark.parametrize("name, profile, overrides", [
     ("../experiments/quick-rsft-3hop", None, QUICK_RSFT_3HOP),
     ("../experiments/mammals-rsft-3hop", None, QUICK_RSFT_3HOP),
-    # the full profile at the batch sizes and draws' precision the reference run was trained with
-    ("reference", None, {"eval": {"batch_size": 64}, "rsft": {"gen_batch_size": 32},
-                         "generation": {"sampling_precision": "generation"}}),
+    # the paper profile (the full profile's recipe until 2026-11-28, recorded under its name) at the
+    # batch sizes and draws' precision the run was trained with
+    ("reference", "library/profiles/paper.yaml", {"profile": "full", "eval": {"batch_size": 64},
+                                                   "rsft": {"gen_batch_size": 32},
+                                                   "generation": {"sampling_precision": "generation"}}),
     ("food", "data/experiments/food-selection/profile.yaml", {}),  # quick's earlier recipe, as recorded
 ])
 def test_the_committed_runs_compare_as_their_profiles_with_the_retired_settings_dropped(name, profile, overrides):

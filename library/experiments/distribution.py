@@ -18,7 +18,7 @@ from library.evaluation.evaluate import evaluate
 from library.model.distributed import is_writer, wait_for_everyone
 from library.questions.balance import select_balanced
 from library.runs.folder import RunDir
-from library.train.data import DataBundle, Selection, select_prompts
+from library.train.data import DataBundle, Selection, reference_window, rsft_pool, select_prompts
 from library.train.rewards import RunRewards
 from library.train.rsft import run_rsft
 
@@ -33,33 +33,44 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
 
     Each condition is its own small run folder under ``<run>/distribution/<condition>/`` (its
     rollouts and eval episodes would otherwise mix with the main RSFT phase's in episodes.jsonl).
-    The condition the main RSFT phase already trained (``config.rsft.distribution``, from the
-    same SFT result with the same settings; ``main_rsft`` is its training info) is not trained
-    twice: its adapter is evaluated on the subset, and the entry says ``"from_phase": "rsft"``.
-    Both conditions then sample prompts SFT never showed (the main RSFT pool; train_hard).
+    ``easy`` draws prompts of SFT's longest training length that SFT did not show, ``hard``
+    train_hard's (4-5 hops), ``mix`` half each; each keeps winners as the main RSFT phase does,
+    in a window that holds its longest reference. A condition whose prompts and settings are
+    the main RSFT phase's (``main_rsft`` is its training info: the paper profile's ``easy``) is
+    not trained twice: its adapter is evaluated on the subset, and the entry says
+    ``"from_phase": "rsft"``.
     """
     from transformers import set_seed
 
     out: dict[str, Any] = {}
     eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
     grpo_ids = {q.id for q in selection.grpo_pool}
+    longest = max(q.hop_len for q in selection.sft)
+    # easy: SFT's longest training length, questions SFT did not show; hard: train_hard (4-5 hops)
+    pools = {"easy": rsft_pool(data, [longest], selection.sft, grpo_ids), "hard": [],
+             "mix": rsft_pool(data, [longest], selection.sft, grpo_ids)}
+    main_ids = [q.id for q in selection.rsft_prompts]
     for cond in config.distribution.conditions:
         console.rule(f"[bold]distribution: RSFT on {cond}")
         set_seed(config.seed)
         sub = RunDir(run.path / "distribution" / cond)
         sub.path.mkdir(parents=True, exist_ok=True)
+        prompts = select_prompts(pools[cond], data.train_hard, cond, config.rsft.n_prompts, config.seed,
+                                 exclude=grpo_ids)
         settings = config.rsft.model_copy(update={"distribution": cond})
+        if config.generation.fit_windows:  # 5-hop TRACEs are longer than the main RSFT's window
+            settings.max_new_tokens = max(settings.max_new_tokens, reference_window(prompts, tokenizer))
         t0 = time.perf_counter()
-        reused = main_rsft is not None and cond == config.rsft.distribution and config.rsft.enabled
+        # the main RSFT phase trained these very prompts, from the same SFT with the same settings
+        reused = (main_rsft is not None and config.rsft.enabled and [q.id for q in prompts] == main_ids
+                  and settings == config.rsft.model_copy(update={"distribution": cond}))
         if reused:
-            console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, same settings)[/]")
+            console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, prompts and settings)[/]")
             model = policy("rsft")
             n_winners, n_prompts = main_rsft.get("n_winners"), main_rsft.get("n_prompts")
             if is_writer():
                 sub.keep_episodes(lambda ep: False)  # an eval left by an interrupted attempt: redo it
         else:
-            prompts = select_prompts(selection.sft, data.train_hard, cond, settings.n_prompts, config.seed,
-                                     exclude=grpo_ids)
             start = policy("sft")
             model, res = run_rsft(start, tokenizer, prompts, settings, rewards["rsft"], sub,
                                   ckpt_dir=run.path / "checkpoints" / "distribution" / cond,
@@ -77,6 +88,7 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
         train_split = {"easy": "train", "hard": "train_hard", "mix": "train+train_hard"}[cond]
         out[cond] = {k: block[k] for k in ("n", "correct", "accuracy", "accuracy_ci") if k in block}
         out[cond].update({"by_hop": block.get("by_hop", {}), "train_split": train_split,
+                          "prompt_hops": sorted({q.hop_len for q in prompts}),
                           "n_winners": n_winners, "n_prompts": n_prompts,
                           "seconds": round(time.perf_counter() - t0, 2)})
         if reused:

@@ -149,21 +149,27 @@ def open_meta(config: TrainConfig, run: RunDir, data: DataBundle, selection: Sel
     return meta
 
 
+#: Settings whose default differs from what a run recorded before they existed did: the draws'
+#: precision was the generation precision, and RSFT kept any right letter.
+BEFORE_ADDED: dict[tuple[str, str], Any] = {("generation", "sampling_precision"): "generation",
+                                            ("rsft", "winners"): "correct"}
+
+
 def comparable_config(config: TrainConfig | dict[str, Any]) -> dict[str, Any]:
     """The settings that decide what the phases train, as meta.json records them: everything but
     the experiments (library/experiments), which run beside the pipeline on a finished run, and
     the start-up estimate, and the measurements that decide nothing trained (``MEASUREMENT_ONLY``:
     eval_far). A recorded config is read through :class:`TrainConfig` first, so a
-    setting added since it was written compares at its default - except the draws' precision,
-    which was the generation precision before ``generation.sampling_precision`` existed - and a
+    setting added since it was written compares at its default - except those whose default is
+    not what ran before they existed (:data:`BEFORE_ADDED`) - and a
     setting removed since compares as absent where it held the behaviour kept
     (:func:`library.config.drop_retired`)."""
     if not isinstance(config, TrainConfig):
         config = drop_retired(config)
-        generation = config.get("generation")
-        if isinstance(generation, dict) and "sampling_precision" not in generation:
-            # recorded before the setting existed: its RL draws ran at the generation precision
-            config = {**config, "generation": {**generation, "sampling_precision": "generation"}}
+        for (section, key), before in BEFORE_ADDED.items():
+            recorded = config.get(section)
+            if isinstance(recorded, dict) and key not in recorded:
+                config = {**config, section: {**recorded, key: before}}
         try:
             config = TrainConfig.model_validate(config)
         except ValidationError:

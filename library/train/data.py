@@ -102,18 +102,8 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
         raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
     sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
-    # RSFT samples the training questions SFT did not demonstrate (when SFT used a subset).
-    sft_ids = {q.id for q in sft}
-    rsft_pool = [q for q in not_rl if q.id not in sft_ids] or sft
-    if config.rsft.prompt_hops:
-        rsft_hops = set(config.rsft.prompt_hops)
-        beyond = [q for q in rl_candidates(data, sorted(rsft_hops), "rsft.prompt_hops")
-                  if q.split == "train_hard" and q.id not in grpo_ids]
-        rsft_pool = [q for q in rsft_pool if q.hop_len in rsft_hops] + beyond
-        if not rsft_pool:
-            raise ValueError(f"rsft.prompt_hops {sorted(config.rsft.prompt_hops)}: no training question "
-                             "outside SFT and the GRPO pool has these hop lengths")
-    rsft_prompts = (select_prompts(rsft_pool, data.train_hard, config.rsft.distribution, config.rsft.n_prompts, seed)
+    rsft_prompts = (select_prompts(rsft_pool(data, config.rsft.prompt_hops, sft, grpo_ids), data.train_hard,
+                                   config.rsft.distribution, config.rsft.n_prompts, seed)
                     if config.rsft.enabled else [])
     if config.grpo.enabled and config.grpo.rsft_prompts:
         grpo_pool = grpo_pool + [q for q in rsft_prompts if q.id not in grpo_ids]
@@ -124,6 +114,22 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
     eval_far = select_balanced(data.eval_far, n_far, f"{seed}:eval_far") if n_far else []
     return Selection(sft=sft, grpo_pool=grpo_pool, rsft_prompts=rsft_prompts, eval=eval_sub,
                      eval_shuffled=eval_shuf, train_sample=train_sample, forbidden_ids=forbidden, eval_far=eval_far)
+
+
+def rsft_pool(data: DataBundle, hops: Sequence[int] | None, sft: Sequence[Any], grpo_ids: set[str]) -> list[Any]:
+    """The questions RSFT may draw its prompts from: the training questions SFT did not
+    demonstrate at ``hops`` (None: every length; SFT's own where it used them all), plus
+    train_hard's at the one length past SFT's longest where ``hops`` names it; never the GRPO pool's."""
+    sft_ids = {q.id for q in sft}
+    pool = [q for q in data.train if q.id not in grpo_ids and q.id not in sft_ids] or list(sft)
+    if hops:
+        beyond = [q for q in rl_candidates(data, sorted(set(hops)), "rsft.prompt_hops")
+                  if q.split == "train_hard" and q.id not in grpo_ids]
+        pool = ([q for q in pool if q.hop_len in set(hops)] or [q for q in sft if q.hop_len in set(hops)]) + beyond
+        if not pool:
+            raise ValueError(f"rsft.prompt_hops {sorted(hops)}: no training question "
+                             "outside SFT and the GRPO pool has these hop lengths")
+    return pool
 
 
 def rl_candidates(data: DataBundle, hops: Sequence[int] | None, setting: str) -> list[Any]:
@@ -207,6 +213,13 @@ class LeakageError(RuntimeError):
     """An evaluation question reached a training phase."""
 
 
+def reference_window(questions: Sequence[Question], tokenizer: Any) -> int:
+    """Tokens a generation window needs to hold the longest reference completion of
+    ``questions``, its end token included (1 for none)."""
+    return max((len(tokenizer(reference_completion(q), add_special_tokens=False).input_ids)
+                for q in questions), default=0) + 1
+
+
 def fit_generation_lengths(config: Any, kg: Any, selection: Selection, tokenizer: Any) -> tuple[Any, list[str]]:
     """``config`` with every generation window at least as long as the longest reference
     completion it must hold (+1 for the end token), and a line for each window raised.
@@ -215,10 +228,6 @@ def fit_generation_lengths(config: Any, kg: Any, selection: Selection, tokenizer
     (library/graph/oracle.py) writes longer ones, and a window shorter than the reference cuts
     off right answers. Only lengths are read, never answers.
     """
-    def longest(questions: Sequence[Question]) -> int:
-        return max((len(tokenizer(reference_completion(q), add_special_tokens=False).input_ids)
-                    for q in questions), default=0) + 1
-
     windows = {("eval", "max_new_tokens"): selection.eval + selection.train_sample,
                ("eval", "far_max_new_tokens"): selection.eval_far,
                ("rsft", "max_new_tokens"): selection.rsft_prompts if config.rsft.enabled else [],
@@ -228,7 +237,7 @@ def fit_generation_lengths(config: Any, kg: Any, selection: Selection, tokenizer
     if not config.generation.fit_windows:
         return config, notes
     for (section, name), questions in windows.items():
-        current, need = getattr(getattr(config, section), name), longest(questions)
+        current, need = getattr(getattr(config, section), name), reference_window(questions, tokenizer)
         if need > current:
             updates[section] = getattr(config, section).model_copy(update={name: need})
             notes.append(f"{section}.{name} {current} -> {need}: the longest reference completion it generates "

@@ -90,13 +90,12 @@ def far_questions(config, data, tokenizer, n: int):
     hop-balanced dev_far questions): the window rule of ``fit_generation_lengths``, for a split
     the run's own evaluation did not size."""
     from library.questions.balance import select_balanced
-    from library.questions.wording import reference_completion
+    from library.train.data import reference_window
 
     if not data.dev_far:
         raise SystemExit(f"{config.data_dir} has no dev_far.jsonl: `kgr data` writes it where the graph gives it")
     questions = select_balanced(data.dev_far, n, f"{config.seed}:dev_far")
-    need = 1 + max(len(tokenizer(reference_completion(q), add_special_tokens=False).input_ids) for q in questions)
-    window = max(config.eval.max_new_tokens, need)
+    window = max(config.eval.max_new_tokens, reference_window(questions, tokenizer))
     return config.model_copy(update={"eval": config.eval.model_copy(update={"max_new_tokens": window})}), questions
 
 
