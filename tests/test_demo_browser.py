@@ -209,7 +209,8 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
             ctx, page = _open_chromium(p, tmp_path)
             page.goto(url + "?hop_ms=0")
             page.wait_for_function("document.body.dataset.ready === '1'")
-            assert page.locator("#run-picker option").all_inner_texts() == ["full-keyed"]  # meta.json's run_id
+            run_id = json.loads((REPO / "data" / "runs" / "reference" / "meta.json").read_text())["run_id"]
+            assert page.locator("#run-picker option").all_inner_texts() == [run_id]  # meta.json's run_id
             data = json.loads((site / "data.json").read_text())
             episodes = {str(ep["i"]): ep for group in data["runs"][0]["episodes"].values()
                         for eps in group.values() for ep in eps}
@@ -229,9 +230,9 @@ def test_keyed_run_shows_the_keyed_wording_it_was_asked_in(tmp_path):
             assert len(repairs) == 2 and repairs[0].startswith(f"RSFT made right, of SFT's {sum(came['wrong'].values())} wrong: ")
             assert f"{came['repaired']['fact']} of {came['wrong']['fact']} a fact not recalled" in repairs[0]
             assert f"turned {came['broken']} right answer" in repairs[0] and repairs[1].startswith("GRPO made right, of RSFT's")
-            # and how many of them no training question could show (past its 3 steps)
+            # and how many of them no training question could show (past the longest chain trained)
             assert (f"{came['repaired_by_reach']['beyond']} of the {came['wrong_by_reach']['beyond']} that no training "
-                    "question could show wrong: a step after step 3") in repairs[0]
+                    f"question could show wrong: a step after step {came['longest_trained']}") in repairs[0]
             ctx.close()
     finally:
         _stop(proc)

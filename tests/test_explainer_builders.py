@@ -53,7 +53,8 @@ def test_phase_flow_colours_a_measurable_loss_apart_from_a_gain():
     assert [b["label"] for b in gain["boxes"]] == ["Base", "SFT", "RSFT", "GRPO"]
     assert gain["arrows"][1]["measurable"] and gain["arrows"][1]["diff"] > 0
     assert not gain["arrows"][2]["measurable"] and "nothing measurable" in gain["arrows"][2]["text"]
-    data.__dict__["_steps"] = [dict(s, diff=-abs(s["diff"]), ci=[-0.09, -0.01], measurable=True) for s in data.steps()]
+    data.__dict__["_steps"] = [dict(s, diff=-abs(s["diff"]) - 0.02, ci=[-0.09, -0.01], measurable=True)
+                               for s in data.steps()]
     loss = build(data, "phase_flow", {})
     assert all(a["diff"] < 0 and a["text"].startswith("-") for a in loss["arrows"])
     # a run that logged no training block still draws its phases, with nothing said of their sizes

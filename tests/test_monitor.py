@@ -382,7 +382,8 @@ def test_a_monitor_stop_ends_rsft_before_training(tiny, tmp_path, monkeypatch, a
     lines: list[str] = []
     monitor = PhaseMonitor("rsft", MonitorSettings(action=action, min_prompts_to_stop=2), prompts, tiny["kg"],
                            log=lines.append)  # 2 prompts: the stop mechanism, not the evidence rule
-    settings = RSFTSettings(n_prompts=2, k_samples=2, max_steps=1, batch_size=2, save_steps=1)
+    # right letters count as winners here: the spam states no edge, so no winner would be grounded
+    settings = RSFTSettings(n_prompts=2, k_samples=2, max_steps=1, batch_size=2, save_steps=1, winners="correct")
     _, result = rsft.run_rsft(add_lora(model, LoraSettings()), tok, prompts, settings, rm, RunDir.create(tmp_path, "run"),
                               ckpt_dir=tmp_path / "ck", adapter_dir=tmp_path / "ad", seed=0, monitor=monitor)
     assert monitor.summary()["stop_step"] == 0 and monitor.reports[0].findings[0].signal == "spam_rate"

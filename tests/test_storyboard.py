@@ -435,7 +435,7 @@ def test_the_short_credits_each_phase_with_what_it_added_on_the_run(run_with_kg)
     """The end card and the narration come from paired differences on the run's questions: a
     phase whose interval includes 0 is told as adding nothing measurable (the fixture's GRPO:
     3 of 3 against RSFT's 2 of 3, n = 3), and the reference run's GRPO likewise; its RSFT gain is
-    stated with its sign and size (+5 points, interval [+2, +8])."""
+    stated with its sign and size (+6 points, interval [+3, +10])."""
     sb = load_storyboard(REPO / "storyboards" / "short.yaml")
     fixture = resolve_shots(sb, RunData.load(run_with_kg))
     assert "GRPO: nothing measurable." in fixture[-1].caption
@@ -443,7 +443,7 @@ def test_the_short_credits_each_phase_with_what_it_added_on_the_run(run_with_kg)
     assert "graph is the reward model" not in " ".join(s.narration + s.caption for s in fixture).lower()
     reference = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
     end = resolve_shots(sb, reference)[-1]
-    assert end.caption == "SFT +79, RSFT +5 points. GRPO: nothing measurable."
+    assert end.caption == "SFT +80, RSFT +6 points. GRPO: nothing measurable."
     assert [s["measurable"] for s in reference.steps()] == [True, True, False]
 
 

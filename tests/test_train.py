@@ -721,7 +721,7 @@ QUICK_RSFT_3HOP = {"rsft": {"prompt_hops": [3], "max_new_tokens": 94, "n_prompts
     ("../experiments/mammals-rsft-3hop", None, QUICK_RSFT_3HOP),
     # the paper profile (the full profile's recipe until 2026-11-28, recorded under its name) at the
     # batch sizes and draws' precision the run was trained with
-    ("reference", "library/profiles/paper.yaml", {"profile": "full", "eval": {"batch_size": 64},
+    ("../experiments/reference-paper", "library/profiles/paper.yaml", {"profile": "full", "eval": {"batch_size": 64},
                                                    "rsft": {"gen_batch_size": 32},
                                                    "generation": {"sampling_precision": "generation"}}),
     ("food", "data/experiments/food-selection/profile.yaml", {}),  # quick's earlier recipe, as recorded
@@ -761,6 +761,18 @@ def test_the_canonical_quick_runs_are_todays_quick_profile(name):
     meta = run.read_meta()
     assert meta["profile"] == "quick" and meta["forked_from"]["phases"] == ["base", "sft"]
     assert comparable_config(meta["config"]) == comparable_config(run_profile(run))
+
+
+def test_the_reference_run_is_todays_full_profile():
+    """data/runs/reference was trained, whole, with today's full profile (the run of its recipe
+    before 2026-11-28 is data/experiments/reference-paper, the paper profile's)."""
+    from library.config import load_config
+    from library.runs.folder import RunDir
+    from library.train.bookkeeping import comparable_config
+
+    meta = RunDir.open(Path(__file__).resolve().parents[1] / "data" / "runs" / "reference").read_meta()
+    assert meta["profile"] == "full" and not meta.get("forked_from") and meta["status"] == "complete"
+    assert comparable_config(meta["config"]) == comparable_config(load_config("full"))
 
 
 def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):

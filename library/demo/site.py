@@ -48,6 +48,9 @@ DEFAULT_OUT = Path("renders/demo")
 DEFAULT_RUNS = Path("data/runs")  # the canonical runs (and the user's own); experiments on request
 DEFAULT_OPEN = "reference"  # the run the page opens on, when it is one of the runs
 MAX_EVAL_EPISODES = 400  # per (phase, eval split) in the player: every question of an eval subset
+# eval_far's answers in the player, per phase: a sample (its accuracy is in the headline); each is
+# a 6-hop question with its own graph, and 300 of them in three phases doubled the page
+MAX_FAR_EPISODES = 60
 MAX_ROLLOUTS = 100  # per phase: training samples, thinned evenly (the page shows a sample of them)
 MAX_CURVE_POINTS = 60
 
@@ -169,7 +172,8 @@ def collect_run(path: Path, kg_path: Path | None = None, data_dir: Path | None =
     false_claims: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for phase in PHASES:
         for split, eps in groups.get(phase, {}).items():
-            kept = _thin(eps, MAX_EVAL_EPISODES if eps[0]["kind"] == "eval" else MAX_ROLLOUTS)
+            cap = MAX_ROLLOUTS if eps[0]["kind"] != "eval" else MAX_FAR_EPISODES if split == "eval_far" else MAX_EVAL_EPISODES
+            kept = _thin(eps, cap)
             player.setdefault(phase, {})[split] = kept
             for ep in kept:
                 used_q.add(ep["ex_id"])

@@ -156,15 +156,18 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
 
     RL that only sees short prompts can repair what shows on them (a fact not recalled) and not a
     rule that fits every short chain (the last step after the second tag), so the kinds tell
-    which failures a phase reaches (docs/FINDINGS.md finding 60). For example, on the committed
-    keyed reference run::
+    which failures a phase reaches (docs/FINDINGS.md finding 60). For example, on the paper
+    profile's run (RL on 1-3-hop prompts) and on the reference run (RSFT one hop past SFT)::
 
         >>> from library.runs.reader import RunView
-        >>> run = RunView.open(Path(__file__).resolve().parents[2] / "data" / "runs" / "reference")
-        >>> sft, grpo = run.eval_episodes("sft"), run.eval_episodes("grpo")
-        >>> block = repair_block(sft.values(), grpo.values(), run.questions_for(sft.values()), run.kg)
-        >>> block["wrong"]["fact"], block["repaired"]["fact"], block["repaired_by_step"].get("relation@4", 0)
-        (29, 14, 0)
+        >>> repo = Path(__file__).resolve().parents[2]
+        >>> for name in ("experiments/reference-paper", "runs/reference"):
+        ...     run = RunView.open(repo / "data" / name)
+        ...     sft, grpo = run.eval_episodes("sft"), run.eval_episodes("grpo")
+        ...     block = repair_block(sft.values(), grpo.values(), run.questions_for(sft.values()), run.kg)
+        ...     print(block["wrong"]["fact"], block["repaired"]["fact"], block["repaired_by_step"].get("relation@4", 0))
+        29 14 0
+        26 2 5
     """
     later = {ep.ex_id: ep for ep in after}
     return _repair_counts(_departures((ep for ep in before if ep.ex_id in later), questions, kg, longest_trained),
