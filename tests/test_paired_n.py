@@ -31,7 +31,9 @@ def test_quick_names_the_30_questions_its_sft_gain_is_paired_on():
     shots = resolve_shots(sb, data)
     title, end = shots[0], shots[-1]
     assert "Paired on 150" not in end.payload["footer"]
-    assert end.payload["footer"].startswith("Paired on 30 (SFT), 150 (RSFT), 150 (GRPO) questions")
+    # what the graph's check refused comes first, then the pairing
+    assert end.payload["footer"].startswith("The graph's check: RSFT refused 7 of 150 questions whose right answers "
+                                            "had a wrong path. Paired on 30 (SFT), 150 (RSFT), 150 (GRPO) questions")
     assert "SFT added 73 points, on 30 shared questions;" in end.narration
     assert "n = 150 (Base: 30)" in title.payload["footer"]
     description = resolve_upload(sb, data)["description"]
