@@ -45,10 +45,9 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
     out: dict[str, Any] = {}
     eval_sub = select_balanced(data.eval, config.distribution.n_eval, f"{config.seed}:distribution")
     grpo_ids = {q.id for q in selection.grpo_pool}
-    longest = max(q.hop_len for q in selection.sft)
     # easy: SFT's longest training length, questions SFT did not show; hard: train_hard (4-5 hops)
-    pools = {"easy": rsft_pool(data, [longest], selection.sft, grpo_ids), "hard": [],
-             "mix": rsft_pool(data, [longest], selection.sft, grpo_ids)}
+    easy = rsft_pool(data, [max(q.hop_len for q in selection.sft)], selection.sft, grpo_ids)
+    pools = {"easy": easy, "hard": [], "mix": easy}
     main_ids = [q.id for q in selection.rsft_prompts]
     for cond in config.distribution.conditions:
         console.rule(f"[bold]distribution: RSFT on {cond}")
@@ -61,9 +60,9 @@ def run_distribution(policy: Callable[[str], Any], tokenizer, config: TrainConfi
         if config.generation.fit_windows:  # 5-hop TRACEs are longer than the main RSFT's window
             settings.max_new_tokens = max(settings.max_new_tokens, reference_window(prompts, tokenizer))
         t0 = time.perf_counter()
-        # the main RSFT phase trained these very prompts, from the same SFT with the same settings
-        reused = (main_rsft is not None and config.rsft.enabled and [q.id for q in prompts] == main_ids
-                  and settings == config.rsft.model_copy(update={"distribution": cond}))
+        # the main RSFT phase trained these very prompts from the same SFT (config's window was
+        # already fitted to them, so the settings are its settings)
+        reused = main_rsft is not None and config.rsft.enabled and [q.id for q in prompts] == main_ids
         if reused:
             console.print(f"  [dim]{cond}: the main RSFT phase's adapter (same SFT start, prompts and settings)[/]")
             model = policy("rsft")

@@ -123,9 +123,10 @@ def rsft_pool(data: DataBundle, hops: Sequence[int] | None, sft: Sequence[Any], 
     sft_ids = {q.id for q in sft}
     pool = [q for q in data.train if q.id not in grpo_ids and q.id not in sft_ids] or list(sft)
     if hops:
-        beyond = [q for q in rl_candidates(data, sorted(set(hops)), "rsft.prompt_hops")
+        wanted = set(hops)
+        beyond = [q for q in rl_candidates(data, sorted(wanted), "rsft.prompt_hops")
                   if q.split == "train_hard" and q.id not in grpo_ids]
-        pool = ([q for q in pool if q.hop_len in set(hops)] or [q for q in sft if q.hop_len in set(hops)]) + beyond
+        pool = ([q for q in pool if q.hop_len in wanted] or [q for q in sft if q.hop_len in wanted]) + beyond
         if not pool:
             raise ValueError(f"rsft.prompt_hops {sorted(hops)}: no training question "
                              "outside SFT and the GRPO pool has these hop lengths")
