@@ -214,6 +214,21 @@ def test_rsft_prompts_can_be_drawn_from_chosen_hop_lengths(tmp_path):
         make_selection(tiny_config(data_dir, rsft={"prompt_hops": [9]}), data)
 
 
+def test_rsft_prompts_over_two_lengths_are_split_evenly_in_the_order_named(tmp_path):
+    """rsft.prompt_hops [next, longest] (the full profile's): half the prompts from train_hard one
+    hop past SFT, half from SFT's longest length, however many more of those there are."""
+    from library.train.data import load_data, make_selection
+
+    data_dir = write_tiny_data(tmp_path / "data")
+    data = load_data(tiny_config(data_dir))
+    config = tiny_config(data_dir, sft={"n_questions": 2}, rsft={"prompt_hops": ["next", "longest"], "n_prompts": 4})
+    sel = make_selection(config, data)
+    longest = max(config.sft.question_hops)
+    assert [q.hop_len for q in sel.rsft_prompts] == [longest + 1] * 2 + [longest] * 2
+    assert [q.split for q in sel.rsft_prompts] == ["train_hard"] * 2 + ["train"] * 2
+    assert not {q.id for q in sel.rsft_prompts} & {q.id for q in sel.sft}
+
+
 def test_rl_prompts_may_reach_one_hop_past_sft_never_eval_or_dev(tmp_path):
     """prompt_hops ["next"]: RSFT and GRPO draw train_hard's questions one hop past the longest
     training chain (4 on these 1-3 hops), disjoint from each other; further is refused, SFT may not."""

@@ -102,9 +102,7 @@ def make_selection(config: Any, data: DataBundle) -> Selection:
         raise ValueError(f"sft.question_hops {sorted(hops)}: no training question has these hop lengths")
     sft = select_balanced(sft_pool, config.sft.n_questions, f"{seed}:sft") if config.sft.n_questions else sft_pool
     train_sample = select_balanced(sft, config.eval.n_train_sample, f"{seed}:train_sample") if config.eval.n_train_sample else []
-    rsft_prompts = (select_prompts(rsft_pool(data, config.rsft.prompt_hops, sft, grpo_ids), data.train_hard,
-                                   config.rsft.distribution, config.rsft.n_prompts, seed)
-                    if config.rsft.enabled else [])
+    rsft_prompts = draw_rsft_prompts(data, config.rsft, sft, grpo_ids, seed) if config.rsft.enabled else []
     if config.grpo.enabled and config.grpo.rsft_prompts:
         grpo_pool = grpo_pool + [q for q in rsft_prompts if q.id not in grpo_ids]
     forbidden = {q.id for q in data.eval} | {q.id for q in data.eval_shuffled} | {q.id for q in data.eval_far}
@@ -131,6 +129,30 @@ def rsft_pool(data: DataBundle, hops: Sequence[int] | None, sft: Sequence[Any], 
             raise ValueError(f"rsft.prompt_hops {sorted(hops)}: no training question "
                              "outside SFT and the GRPO pool has these hop lengths")
     return pool
+
+
+def draw_rsft_prompts(data: DataBundle, settings: Any, sft: Sequence[Any], grpo_ids: set[str], seed: int) -> list[Any]:
+    """RSFT's prompts: ``settings.n_prompts`` questions of :func:`rsft_pool`, split evenly over
+    ``settings.prompt_hops`` in its order where it names more than one length, so that a long
+    list of training questions at SFT's own length does not crowd out train_hard's few one hop
+    past it (the full profile's [next, longest]: 150 4-hop and 150 3-hop prompts).
+
+    >>> from types import SimpleNamespace as S
+    >>> train = [S(id=f"t{i}", split="train", hop_len=3) for i in range(50)]
+    >>> hard = [S(id=f"h{i}", split="train_hard", hop_len=4) for i in range(5)]
+    >>> data = S(train=train, train_hard=hard)
+    >>> rsft = S(prompt_hops=[4, 3], n_prompts=10, distribution="easy")
+    >>> [q.hop_len for q in draw_rsft_prompts(data, rsft, [], set(), 0)]
+    [4, 4, 4, 4, 4, 3, 3, 3, 3, 3]
+    """
+    hops = settings.prompt_hops
+    if not hops or len(hops) == 1 or settings.distribution != "easy":
+        return select_prompts(rsft_pool(data, hops, sft, grpo_ids), data.train_hard, settings.distribution,
+                              settings.n_prompts, seed)
+    shares = [settings.n_prompts // len(hops) + (1 if i < settings.n_prompts % len(hops) else 0)
+              for i in range(len(hops))]
+    return [q for hop, share in zip(hops, shares) if share
+            for q in select_prompts(rsft_pool(data, [hop], sft, grpo_ids), data.train_hard, "easy", share, seed)]
 
 
 def rl_candidates(data: DataBundle, hops: Sequence[int] | None, setting: str) -> list[Any]:
