@@ -336,8 +336,8 @@ def test_the_page_headline_counts_grounded_right_answers():
 
 def test_the_page_says_what_each_rl_phase_repaired(fixture_run, kg_file, tmp_path):
     """Per RL phase, the phase before's wrong answers by why they were wrong and how many it made
-    right, as ``kgr diagnose`` counts them: on the committed keyed reference, RSFT (one hop past
-    SFT) made 18 of SFT's 28 relation errors right and 2 of its 26 fact errors; a run whose
+    right, as ``kgr diagnose`` counts them: on the committed keyed reference, RSFT (3- and 4-hop
+    prompts) made 21 of SFT's 28 relation errors right and 7 of its 26 fact errors; a run whose
     questions are not all found gives none and still builds."""
     from library.evaluation.diagnosis import diagnose_run
 
@@ -346,7 +346,7 @@ def test_the_page_says_what_each_rl_phase_repaired(fixture_run, kg_file, tmp_pat
     assert [(b["before"], b["phase"]) for b in repairs] == [("sft", "rsft"), ("rsft", "grpo")]
     report = diagnose_run(REPO / "data" / "runs" / "reference")
     assert repairs[0]["repaired"] == report["rsft"]["from"]["repaired"] and repairs[0]["wrong"]["fact"] == 26
-    assert repairs[0]["repaired"]["fact"] == 2 and repairs[0]["repaired"]["relation"] == 18
+    assert repairs[0]["repaired"]["fact"] == 7 and repairs[0]["repaired"]["relation"] == 21
     assert repairs[0]["broken"] == report["rsft"]["from"]["broken"]
     import shutil
 

@@ -34,7 +34,7 @@ def heard_wer(lines: list[str], who: N.Speaker, cache: Path) -> tuple[float, str
 
 
 def test_the_default_voice_is_understood(lines, tmp_path):
-    assert len(lines) == 2 and "eighty-six percent" in lines[1]
+    assert len(lines) == 2 and "ninety percent" in lines[1]
     score, heard = heard_wer(lines, N.speaker("hibari"), tmp_path)
     assert score <= MAX_WER, (score, heard)
 

@@ -443,7 +443,7 @@ def test_the_short_credits_each_phase_with_what_it_added_on_the_run(run_with_kg)
     assert "graph is the reward model" not in " ".join(s.narration + s.caption for s in fixture).lower()
     reference = RunData.load(REPO / sb.run, kg_default=REPO / sb.kg, questions_default=REPO / sb.questions)
     end = resolve_shots(sb, reference)[-1]
-    assert end.caption == "SFT +80, RSFT +6 points. GRPO: nothing measurable."
+    assert end.caption == "SFT +80, RSFT +10 points. GRPO: nothing measurable."
     assert [s["measurable"] for s in reference.steps()] == [True, True, False]
 
 

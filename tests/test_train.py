@@ -779,15 +779,27 @@ def test_the_canonical_quick_runs_are_todays_quick_profile(name):
 
 
 def test_the_reference_run_is_todays_full_profile():
-    """data/runs/reference was trained, whole, with today's full profile (the run of its recipe
-    before 2026-11-28 is data/experiments/reference-paper, the paper profile's)."""
+    """data/runs/reference was trained with today's full profile (the run of its recipe before
+    2026-11-28 is data/experiments/reference-paper, the paper profile's). Its RL phases may start
+    from a committed whole run's SFT (``kgr train --from``): fp32 SFT is deterministic, and that
+    run's settings before RL must be today's full profile's too."""
     from library.config import load_config
     from library.runs.folder import RunDir
     from library.train.bookkeeping import comparable_config
+    from library.train.fork import AFTER_SFT
 
-    meta = RunDir.open(Path(__file__).resolve().parents[1] / "data" / "runs" / "reference").read_meta()
-    assert meta["profile"] == "full" and not meta.get("forked_from") and meta["status"] == "complete"
-    assert comparable_config(meta["config"]) == comparable_config(load_config("full"))
+    repo = Path(__file__).resolve().parents[1]
+    meta = RunDir.open(repo / "data" / "runs" / "reference").read_meta()
+    full = comparable_config(load_config("full"))
+    assert meta["profile"] == "full" and meta["status"] == "complete"
+    assert comparable_config(meta["config"]) == full
+    forked = meta.get("forked_from")
+    if forked:
+        assert forked["phases"] == ["base", "sft"]
+        source = RunDir.open(repo / forked["run"]).read_meta()
+        assert source["profile"] == "full" and not source.get("forked_from") and source["run_id"] == forked["run_id"]
+        before_rl = {k: v for k, v in comparable_config(source["config"]).items() if k not in AFTER_SFT}
+        assert before_rl == {k: v for k, v in full.items() if k not in AFTER_SFT}
 
 
 def test_a_sweep_loads_the_runs_profile_at_the_runs_own_seed(tmp_path):

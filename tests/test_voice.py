@@ -135,7 +135,7 @@ def test_the_manifest_records_what_was_said_by_whom_at_the_platforms_loudness(tm
     assert manifest["voice"] == voice and manifest["voice_fallback"] == ""
     first, second = manifest["shots"]
     # spoken as a person says it; the caption keeps the written form
-    assert first["narration"] == "On three hundred held-out questions, G R P O reaches eighty-six percent."
+    assert first["narration"] == "On three hundred held-out questions, G R P O reaches eighty-nine point seven percent."
     assert first["voice"] == second["voice"] == voice and first["speech_start"] == 0.0
     assert second["speech_start"] == pytest.approx(second["start"] + 0.3)
     # each shot's words end before the next shot starts fading in

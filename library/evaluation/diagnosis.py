@@ -157,7 +157,7 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
     RL that only sees short prompts can repair what shows on them (a fact not recalled) and not a
     rule that fits every short chain (the last step after the second tag), so the kinds tell
     which failures a phase reaches (docs/FINDINGS.md finding 60). For example, on the paper
-    profile's run (RL on 1-3-hop prompts) and on the reference run (RSFT one hop past SFT)::
+    profile's run (RL on 1-3-hop prompts) and on the reference run (RSFT on 3- and 4-hop prompts)::
 
         >>> from library.runs.reader import RunView
         >>> repo = Path(__file__).resolve().parents[2]
@@ -167,7 +167,7 @@ def repair_block(before: Iterable[Episode], after: Iterable[Episode], questions:
         ...     block = repair_block(sft.values(), grpo.values(), run.questions_for(sft.values()), run.kg)
         ...     print(block["wrong"]["fact"], block["repaired"]["fact"], block["repaired_by_step"].get("relation@4", 0))
         29 14 0
-        26 2 5
+        26 7 8
     """
     later = {ep.ex_id: ep for ep in after}
     return _repair_counts(_departures((ep for ep in before if ep.ex_id in later), questions, kg, longest_trained),
