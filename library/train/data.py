@@ -131,6 +131,15 @@ def rsft_pool(data: DataBundle, hops: Sequence[int] | None, sft: Sequence[Any], 
     return pool
 
 
+def even_shares(n: int, k: int) -> list[int]:
+    """``n`` split over ``k`` parts as evenly as it goes, the remainder to the first ones.
+
+    >>> even_shares(7, 3)
+    [3, 2, 2]
+    """
+    return [n // k + (1 if i < n % k else 0) for i in range(k)]
+
+
 def draw_rsft_prompts(data: DataBundle, settings: Any, sft: Sequence[Any], grpo_ids: set[str], seed: int) -> list[Any]:
     """RSFT's prompts: ``settings.n_prompts`` questions of :func:`rsft_pool`, split evenly over
     ``settings.prompt_hops`` in its order where it names more than one length, so that a long
@@ -149,9 +158,7 @@ def draw_rsft_prompts(data: DataBundle, settings: Any, sft: Sequence[Any], grpo_
     if not hops or len(hops) == 1 or settings.distribution != "easy":
         return select_prompts(rsft_pool(data, hops, sft, grpo_ids), data.train_hard, settings.distribution,
                               settings.n_prompts, seed)
-    shares = [settings.n_prompts // len(hops) + (1 if i < settings.n_prompts % len(hops) else 0)
-              for i in range(len(hops))]
-    return [q for hop, share in zip(hops, shares) if share
+    return [q for hop, share in zip(hops, even_shares(settings.n_prompts, len(hops))) if share
             for q in select_prompts(rsft_pool(data, [hop], sft, grpo_ids), data.train_hard, "easy", share, seed)]
 
 
@@ -214,9 +221,8 @@ def select_prompts(train: Sequence[Any], hard: Sequence[Any], distribution: str,
     pools = {"easy": [("train", train)], "hard": [("train_hard", hard)],
              "mix": [("train", train), ("train_hard", hard)]}[distribution]
     rng = random.Random(f"{seed}:rsft:{distribution}")
-    shares = [n // len(pools) + (1 if i < n % len(pools) else 0) for i in range(len(pools))]
     chosen: list[Any] = []
-    for (split, pool), share in zip(pools, shares):
+    for (split, pool), share in zip(pools, even_shares(n, len(pools))):
         pool = sorted((q for q in pool if q.id not in excluded), key=lambda q: q.id)
         if share > len(pool):
             split = " and ".join(sorted({q.split for q in pool})) or split  # `easy` may hold train_hard's next hop

@@ -5,9 +5,11 @@ RSFT again from that SFT with the run's selection (the same prompts) and some RS
 changed, answers the same hop-balanced dev and dev_far questions greedily (eval.jsonl is never
 read), and pairs each answer against the run's RSFT and SFT on the same questions. ``rounds``
 > 1 is expert iteration: each further round samples the same prompts from the policy the round
-before trained, keeps its winners by the same rule and trains the same adapter on them;
-``add_prompts`` ({"3": 150}) adds prompts of other lengths to the run's, drawn from the questions
-RSFT may use at that length (``library.train.data.rsft_pool``).
+before trained, keeps its winners by the same rule and trains the same adapter on them.
+Prompts are drawn as the pipeline draws them (``library.train.data.draw_rsft_prompts``), so a
+case that keeps ``prompt_hops`` and ``n_prompts`` trains on the run's own prompts, and
+``{"prompt_hops": [4, 3], "n_prompts": 300}`` on the run's 150 4-hop ones followed by 150 3-hop
+ones (reference.jsonl's ``mix34``, recorded then as ``"add_prompts": {"3": 150}``).
 
     python -m research.sweeps.rsft_dev data/runs/reference \\
         --case 'k8={"k_samples": 8}' --case 'two_rounds={"rounds": 2}' \\
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     from library.experiments import run_profile, start_backend
     from library.model.precision import run_precision
     from library.runs.folder import RunDir
-    from library.train.data import rsft_pool, select_prompts
+    from library.train.data import draw_rsft_prompts
     from library.train.rsft import run_rsft
     from research.sweeps.dev_judge import DevJudge, record
     from research.sweeps.phases_dev import far_questions
@@ -77,13 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         for text in args.case:
             name, overrides = parse_case(text)
             rounds = int(overrides.pop("rounds", 1))
-            add = overrides.pop("add_prompts", {})  # {"3": 150}: more prompts of these hop lengths
-            settings = config.rsft.model_copy(update=overrides)
-            type(settings).model_validate(settings.model_dump())  # a misspelt or invalid setting fails here
-            prompts = list(selection.rsft_prompts)
-            for hop, n in add.items():  # the run's prompts plus n of this length, drawn as make_selection draws them
-                pool = rsft_pool(data, [int(hop)], selection.sft, {q.id for q in selection.grpo_pool})
-                prompts += select_prompts(pool, data.train_hard, "easy", n, config.seed, exclude={q.id for q in prompts})
+            # the run's profile with these RSFT settings (validated, "next"/"longest" read as lengths);
+            # the window stays the run's, as the cases in reference.jsonl were sampled
+            settings = run_profile(run, overrides={"rsft": overrides}).rsft.model_copy(
+                update={"max_new_tokens": config.rsft.max_new_tokens})
+            # drawn as make_selection draws them: the run's own prompts where the case keeps them
+            prompts = draw_rsft_prompts(data, settings, selection.sft, {q.id for q in selection.grpo_pool}, config.seed)
             set_seed(config.seed)
             model = backend.policy("sft")
             t0, winners = time.perf_counter(), []
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
                 winners.append(res.n_winners)
             seconds = time.perf_counter() - t0
             model.eval()
-            line = {"case": name, "run": str(args.run), "rsft": {**overrides, "rounds": rounds, "add_prompts": add},
+            line = {"case": name, "run": str(args.run), "rsft": {**overrides, "rounds": rounds},
                     "winners": winners,
                     "prompts": dict(sorted(Counter(q.hop_len for q in prompts).items())),
                     "seconds": round(seconds, 1)}
