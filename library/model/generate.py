@@ -92,6 +92,10 @@ class GenerationStats:
     new_tokens: int = 0          # tokens actually generated (eos included, padding not)
     prefill_tokens: int = 0      # prompt tokens run through the model (after de-duplication)
     seconds: float = 0.0
+    prefill_seconds: float = 0.0  # of ``seconds``: the prompts' forward passes
+    decode_steps: int = 0        # one-token forward passes after the prefill (a batch's rows at once)
+    decode_row_steps: int = 0    # rows those passes computed (finished rows are dropped, see _generate_batch)
+    decode_seconds: float = 0.0  # of ``seconds``: the decoding loops
 
     @property
     def tokens_per_second(self) -> float:
@@ -335,10 +339,15 @@ def _prefill(model, prompt_ids: list[list[int]], pad_id: int):
 @torch.inference_mode()
 def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new_tokens: int, do_sample: bool,
                     temperature: float, top_p: float, eos_ids: list[int], pad_id: int,
-                    generator: torch.Generator) -> tuple[list[list[int]], list[bool]]:
+                    generator: torch.Generator, stats: GenerationStats | None = None,
+                    ) -> tuple[list[list[int]], list[bool]]:
     """Generate for one batch of unique prompts, ``repeats`` rows each; returns ids per row."""
     device = next(model.parameters()).device
+    start = time.perf_counter()
     logits, cache, mask, positions, padded = _prefill(model, prompt_ids, pad_id)
+    decoding = time.perf_counter()
+    if stats is not None:
+        stats.prefill_seconds += decoding - start
     b = len(prompt_ids)
     cache = _expand_cache(cache, repeats, max_new_tokens)
     if repeats > 1:
@@ -384,9 +393,14 @@ def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new
                 full_mask = full_mask[keep]
         seen += 1
         last_pos = last_pos + 1
+        if stats is not None:
+            stats.decode_steps += 1
+            stats.decode_row_steps += len(alive)
         out = model(input_ids=nxt.unsqueeze(-1), attention_mask=full_mask[:, :seen] if full_mask is not None else None,
                     position_ids=last_pos, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
         logits = out.logits[:, -1, :]
+    if stats is not None:
+        stats.decode_seconds += time.perf_counter() - decoding
     return tokens, finished
 
 
@@ -432,7 +446,8 @@ def generate_completions(model, tokenizer, user_texts: Sequence[str], *, max_new
             prompt_ids = [unique_ids[i] for i in batch]
             tokens, finished = _generate_batch(
                 gen_model, prompt_ids, repeats=n, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                temperature=temperature, top_p=top_p, eos_ids=eos_ids, pad_id=pad_id, generator=generator)
+                temperature=temperature, top_p=top_p, eos_ids=eos_ids, pad_id=pad_id, generator=generator,
+                stats=stats)
             for j, u in enumerate(batch):
                 rows = range(j * n, (j + 1) * n)
                 decoded = tokenizer.batch_decode([tokens[r] for r in rows], skip_special_tokens=True)

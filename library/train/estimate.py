@@ -5,7 +5,7 @@ token of its rows; RSFT and GRPO train an adapter on their own samples; every ev
 every RL sample is decoded token by token; fact recall is a teacher-forced forward pass.
 :func:`plan_work` counts those tokens from the run's own rows and settings before anything trains,
 :func:`calibrate` times this machine on a few of them (a forward and backward pass over two real
-SFT rows, two short decoding batches of eval prompts: seconds), and :func:`estimate` multiplies.
+SFT rows, a short decoding batch of eval prompts: seconds), and :func:`estimate` multiplies.
 Why by hand: no library estimates a whole run's time before it starts (a Trainer's progress bar
 knows one phase, once it has begun), and a machine 1.3x slower than the one a profile was
 measured on should be told so at start-up, not after 20 minutes.
@@ -23,15 +23,18 @@ compared with their estimate.
 >>> round(remaining(estimate(plan, rates), {"sft": 10.0}))   # SFT, a third of the run, took 2x its estimate
 14
 
-RSFT and GRPO (and LoRA SFT) train an adapter on frozen weights. Its backward pass skips the
-weights' gradients, but a token costs what a fully trained one does: RSFT's training ran at
-0.76-1.17x (median 0.97) the calibrated full-training rate in 13 quick and demo runs (padded
-batches, the adapters' own matmuls and dropout), where half the backward pass had predicted 0.67x
-and RSFT ran 1.1-1.45x over its estimate. So an adapter's token is timed as a trained one; a
-recorded ``adapter_s_per_token`` (older runs' meta.json) is still read.
+RSFT and GRPO (and LoRA SFT) train an adapter on frozen weights: the backward pass carries the
+activations' gradients and skips the weights'. How much that saves differs by CPU: RSFT's training
+ran at 0.76-1.17x (median 0.97) the full-training rate in 13 quick and demo runs on a Xeon, and at
+0.72-0.85x (0.70-0.76x their own SFT's rate) in three demo runs on an AMD EPYC (family 25), where a timed pass with frozen weights
+measured 0.73x. So the calibration times that pass too (``adapter_s_per_token``), and an adapter's
+token is timed at it; an older run's meta.json without it times the adapter as a trained token.
 
 >>> round(estimate({"rsft": Work(train_tokens=1000, adapter=True)}, rates)["rsft"])
 5
+>>> frozen = Rates(**{**rates.__dict__, "adapter_s_per_token": 0.0036})
+>>> round(estimate({"rsft": Work(train_tokens=1000, adapter=True)}, frozen)["rsft"], 1)
+3.6
 
 RL's draws are sampled at the sampling precision, which can be slower than the answers' (fp32
 against bf16): they are counted as sampled work and timed at the sampling rates where those differ.
@@ -63,6 +66,8 @@ GRPO_TOKEN_COST = 2.0
 #: over 7,754 base answers in the committed runs; docs/MEASUREMENTS.md).
 BASE_ANSWER_TOKENS = 17
 BASE_WINDOW_ANSWERS = 0.079
+#: Decoding steps the calibration times in each precision.
+CALIBRATION_STEPS = 17
 
 # torch and the generator (library.model.generate, library.model.precision) are imported inside
 # calibrate (the CLI starts without them).
@@ -74,7 +79,7 @@ class Rates:
     training precision), per teacher-forced token (an fp32 forward pass: fact recall), per
     prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows; the
     last two again for sampled generation where it runs in another precision (None: the same);
-    per token trained through an adapter on frozen weights (None: as a trained token)."""
+    per token trained through an adapter on frozen weights (None, in older runs: as a trained token)."""
 
     train_s_per_token: float
     forward_s_per_token: float
@@ -171,18 +176,46 @@ def remaining(estimates: dict[str, float], done: dict[str, float]) -> float:
 
 
 # ----------------------------------------------------------------------------- the plan
+def _live_row_steps(lengths: Sequence[int]) -> int:
+    """Rows computed over a batch's decoding steps when its answers have ``lengths`` tokens: the
+    generator runs a batch until its longest answer ends and drops finished rows once they are a
+    quarter of the rows it still carries (library/model/generate.py).
+
+    >>> _live_row_steps([10, 10, 10, 30])   # 4 rows for 10 steps, then 1 for 20
+    60
+    >>> _live_row_steps([10, 30, 30, 30, 30, 30])   # one of 6 done is under a quarter: kept
+    180
+    """
+    ends = sorted(lengths)
+    carried, finished, row_steps = len(ends), 0, 0
+    for step in range(1, (ends[-1] if ends else 0) + 1):
+        row_steps += carried
+        while finished < len(ends) and ends[finished] <= step:
+            finished += 1
+        done = finished - (len(ends) - carried)  # finished rows still carried
+        if done and done * 4 >= carried:
+            carried -= done
+    return row_steps
+
+
 def _generation(prompt_lengths: Sequence[int], new_tokens: Sequence[int], batch_rows: int, repeats: int = 1) -> Work:
     """Decoding ``len(prompt_lengths)`` prompts ``repeats`` times each, in batches of
-    ``batch_rows`` rows, each batch running until its longest answer (``new_tokens``) ends."""
+    ``batch_rows`` rows, each batch running until its longest answer (``new_tokens``) ends;
+    ``decode_rows`` is the mean rows a step computes (:func:`_live_row_steps`).
+
+    >>> w = _generation([40, 40, 40, 40], [10, 10, 10, 30], batch_rows=4)
+    >>> w.decode_steps, w.decode_rows
+    (30, 2)
+    """
     per_batch = max(1, batch_rows // repeats)
     order = sorted(range(len(prompt_lengths)), key=lambda i: prompt_lengths[i])  # as the generator batches
-    steps = rows = 0
-    batches = [order[i:i + per_batch] for i in range(0, len(order), per_batch)]
-    for batch in batches:
+    steps = row_steps = 0
+    for start in range(0, len(order), per_batch):
+        batch = order[start:start + per_batch]
         steps += max(new_tokens[i] for i in batch)
-        rows += len(batch) * repeats
+        row_steps += _live_row_steps([new_tokens[i] for i in batch for _ in range(repeats)])
     return Work(prefill_tokens=sum(prompt_lengths), decode_steps=steps,
-                decode_rows=round(rows / max(len(batches), 1)))
+                decode_rows=round(row_steps / steps) if steps else 0)
 
 
 def _base_generation(prompt_lengths: Sequence[int], window: int, batch_rows: int) -> Work:
@@ -306,9 +339,9 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
               sampling_precision: str | None = None) -> Rates:
     """Time this machine: a forward and backward pass over ``train_texts`` (two SFT rows, as one
     padding-free sequence; the gradients are dropped, no weight changes) in fp32 and, where
-    training autocasts to bf16, in bf16 too; and the
-    pipeline's generator on ``rows`` of ``prompts``, 2 then 10 new tokens (the difference is 8
-    decoding steps; the first call's time is its prefill), and again at the sampling precision
+    training autocasts to bf16, in bf16 too; and the pipeline's generator on ``rows`` of
+    ``prompts`` for :data:`CALIBRATION_STEPS` decoding steps, its prefill and its steps timed
+    apart (:class:`~library.model.generate.GenerationStats`), and again at the sampling precision
     where RL's draws run in another one than the answers."""
     import torch
 
@@ -325,29 +358,36 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     model.train()
     model.requires_grad_(True)
 
-    def timed_pass(bf16: bool) -> tuple[float, float]:
-        """Seconds of the forward and of the backward pass over ``flat``."""
+    def timed_pass(bf16: bool, frozen: bool = False) -> tuple[float, float]:
+        """Seconds of the forward and of the backward pass over ``flat``; ``frozen``: the weights
+        get no gradients and the backward pass carries the activations' alone, as under an adapter."""
+        model.requires_grad_(not frozen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             start = time.perf_counter()
-            out = model(input_ids=flat, position_ids=positions, use_cache=False)
+            if frozen:
+                embeds = model.get_input_embeddings()(flat).detach().requires_grad_(True)
+                out = model(inputs_embeds=embeds, position_ids=positions, use_cache=False)
+            else:
+                out = model(input_ids=flat, position_ids=positions, use_cache=False)
             loss = out.logits.float().logsumexp(-1).mean()
         middle = time.perf_counter()
         loss.backward()
         model.zero_grad(set_to_none=True)
         return middle - start, time.perf_counter() - middle
 
-    def fastest(bf16: bool) -> tuple[float, float]:
+    def fastest(bf16: bool, frozen: bool = False, warm_up: bool = True) -> tuple[float, float]:
         """The faster of two timed passes after a warm-up: a pass slowed by another process for a
         moment (one was, by 60%, in a demo run) does not set the rate of a whole SFT."""
-        timed_pass(bf16)
-        return min(timed_pass(bf16), timed_pass(bf16), key=sum)
+        if warm_up:
+            timed_pass(bf16, frozen)
+        return min(timed_pass(bf16, frozen), timed_pass(bf16, frozen), key=sum)
 
     try:
         fp32_forward, fp32_backward = fastest(False)
-        forward, backward = fp32_forward, fp32_backward
-        if compute_precision() == "bfloat16":  # training autocasts to bf16 (the Trainer's bf16=True)
-            forward, backward = fastest(True)
+        bf16 = compute_precision() == "bfloat16"  # training autocasts to bf16 (the Trainer's bf16=True)
+        forward, backward = fastest(True) if bf16 else (fp32_forward, fp32_backward)
         train = forward + backward
+        adapter = sum(fastest(bf16, frozen=True, warm_up=False))  # the kernels are warm by now
     finally:
         model.zero_grad(set_to_none=True)
         for p, flag in zip(model.parameters(), flags):
@@ -355,27 +395,28 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
         model.train(was_training)
     n = flat.shape[1]
     batch = list(prompts[:rows])
-    prompt_tokens = sum(len(tokenizer(format_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]) for p in batch)
 
-    def generator_rates(precision: str | None) -> tuple[float, float]:
-        """Seconds per prefilled token and per decoding step of the batch, in ``precision``."""
-        timings = []
-        for new in (2, 10):
-            stats = GenerationStats()
-            generate_completions(model, tokenizer, batch, max_new_tokens=new, batch_size=len(batch), progress=False,
-                                 stats=stats, precision=precision)
-            timings.append(stats.seconds)
-        step = max(timings[1] - timings[0], 1e-6) / 8
-        return max(timings[0] - 2 * step, 0.0) / max(prompt_tokens, 1), step
+    def generator_rates(precision: str | None) -> tuple[float, float, int]:
+        """Seconds per prefilled token, per decoding step, and the step's mean rows, in
+        ``precision``: one batch of 17 decoding steps, each part timed inside the generator (two
+        calls' difference, 8 steps, had varied 0.06-0.12 s a step between runs on one machine)."""
+        stats = GenerationStats()
+        generate_completions(model, tokenizer, batch, max_new_tokens=CALIBRATION_STEPS + 1, batch_size=len(batch),
+                             progress=False, stats=stats, precision=precision)
+        steps = max(stats.decode_steps, 1)
+        return (stats.prefill_seconds / max(stats.prefill_tokens, 1), stats.decode_seconds / steps,
+                max(round(stats.decode_row_steps / steps), 1))
 
     gen = generation_precision or precision_of_generation()
-    prefill, step = generator_rates(gen)
+    prefill, step, step_rows = generator_rates(gen)
     sample_prefill = sample_step = None
     if (sampling_precision or precision_of_sampling()) != gen:
-        sample_prefill, sample_step = generator_rates(sampling_precision or precision_of_sampling())
+        sample_prefill, sample_step, sample_rows = generator_rates(sampling_precision or precision_of_sampling())
+        sample_step /= 0.5 + 0.5 * sample_rows / step_rows  # at step_rows rows, as step_seconds scales
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
-                 prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=len(batch),
-                 sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step)
+                 prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=step_rows,
+                 sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step,
+                 adapter_s_per_token=adapter / n)
 
 
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
