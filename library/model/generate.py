@@ -336,6 +336,18 @@ def _prefill(model, prompt_ids: list[list[int]], pad_id: int):
     return out.logits[:, -1, :], cache, mask, positions, padded
 
 
+def drops_finished_rows(done: int, carried: int) -> bool:
+    """Whether a batch drops its ``done`` finished rows of the ``carried`` it still computes: once
+    they are a quarter of them. Each drop copies the cache once, so doing it for every single
+    finished row would cost more than it saves. (The start-up estimate counts rows by this rule:
+    library/train/estimate.py.)
+
+    >>> drops_finished_rows(1, 6), drops_finished_rows(2, 8)
+    (False, True)
+    """
+    return done > 0 and done * 4 >= carried
+
+
 @torch.inference_mode()
 def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new_tokens: int, do_sample: bool,
                     temperature: float, top_p: float, eos_ids: list[int], pad_id: int,
@@ -380,10 +392,8 @@ def _generate_batch(model, prompt_ids: list[list[int]], *, repeats: int, max_new
             finished[alive[i].item()] = True
         if bool(done_now.all()) or step == max_new_tokens - 1:
             break
-        # Drop finished rows once they are a quarter of the batch: each drop copies the cache
-        # once, so doing it for every single finished row would cost more than it saves.
         n_done = int(done_now.sum())
-        if n_done and n_done * 4 >= len(alive):
+        if drops_finished_rows(n_done, len(alive)):
             keep = torch.nonzero(~done_now).flatten()
             for layer in cache.layers:
                 layer.batch_select_indices(keep)

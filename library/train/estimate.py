@@ -70,7 +70,7 @@ BASE_WINDOW_ANSWERS = 0.079
 CALIBRATION_STEPS = 17
 
 # torch and the generator (library.model.generate, library.model.precision) are imported inside
-# calibrate (the CLI starts without them).
+# calibrate and _live_row_steps (the CLI starts without them).
 
 
 @dataclass(frozen=True)
@@ -135,9 +135,13 @@ def step_seconds(rates: Rates, rows: int, sampled: bool = False) -> float:
     its arithmetic grows with the rows: half of the calibrated step is taken as fixed and half as
     proportional to the rows (at 32 -> 128 rows the pipeline's generator measured 1.7-2.1x the
     tokens per second, docs/MEASUREMENTS.md, i.e. about this)."""
-    scale = rows / max(rates.decode_rows, 1)
     step = rates.sampling_decode_s_per_step() if sampled else rates.decode_s_per_step
-    return step * (0.5 + 0.5 * scale)
+    return step * _row_factor(rows, rates.decode_rows)
+
+
+def _row_factor(rows: float, calibrated_rows: float) -> float:
+    """A step of ``rows`` rows against one of ``calibrated_rows``: half fixed, half per row (:func:`step_seconds`)."""
+    return 0.5 + 0.5 * rows / max(calibrated_rows, 1)
 
 
 def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
@@ -186,6 +190,8 @@ def _live_row_steps(lengths: Sequence[int]) -> int:
     >>> _live_row_steps([10, 30, 30, 30, 30, 30])   # one of 6 done is under a quarter: kept
     180
     """
+    from library.model.generate import drops_finished_rows
+
     ends = sorted(lengths)
     carried, finished, row_steps = len(ends), 0, 0
     for step in range(1, (ends[-1] if ends else 0) + 1):
@@ -193,7 +199,7 @@ def _live_row_steps(lengths: Sequence[int]) -> int:
         while finished < len(ends) and ends[finished] <= step:
             finished += 1
         done = finished - (len(ends) - carried)  # finished rows still carried
-        if done and done * 4 >= carried:
+        if drops_finished_rows(done, carried):
             carried -= done
     return row_steps
 
@@ -398,7 +404,7 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
 
     def generator_rates(precision: str | None) -> tuple[float, float, int]:
         """Seconds per prefilled token, per decoding step, and the step's mean rows, in
-        ``precision``: one batch of 17 decoding steps, each part timed inside the generator (two
+        ``precision``: one batch of CALIBRATION_STEPS decoding steps, each part timed inside the generator (two
         calls' difference, 8 steps, had varied 0.06-0.12 s a step between runs on one machine)."""
         stats = GenerationStats()
         generate_completions(model, tokenizer, batch, max_new_tokens=CALIBRATION_STEPS + 1, batch_size=len(batch),
@@ -412,7 +418,7 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     sample_prefill = sample_step = None
     if (sampling_precision or precision_of_sampling()) != gen:
         sample_prefill, sample_step, sample_rows = generator_rates(sampling_precision or precision_of_sampling())
-        sample_step /= 0.5 + 0.5 * sample_rows / step_rows  # at step_rows rows, as step_seconds scales
+        sample_step /= _row_factor(sample_rows, step_rows)  # the step at step_rows rows
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
                  prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=step_rows,
                  sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step,
