@@ -688,6 +688,12 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     # RL's phases train adapters on frozen weights, timed by a pass with frozen weights (library/train/estimate.py)
     assert plan["rsft"].adapter and plan["grpo"].adapter and plan["sft"].adapter == (config.sft.method == "lora")
     assert est["rates"]["adapter_s_per_token"] > 0 and est["rates"]["train_s_per_token"] > 0
+    # a full SFT's optimizer updates every weight once a step: timed apart, counted per Trainer step
+    assert est["rates"]["optimizer_s_per_step"] > 0
+    sft = config.sft
+    assert plan["sft"].optimizer_steps == (0 if sft.method == "lora" else
+                                           sft.max_steps or math.ceil(math.ceil(len(rows) / sft.batch_size) / sft.grad_accum))
+    assert plan["rsft"].optimizer_steps == plan["grpo"].optimizer_steps == 0
     assert plan["grpo"].sample_decode_steps > 0 and plan["rsft_eval"].sample_decode_steps == 0
     assert isinstance(data.kg, KnowledgeGraph)
     # the ablation's entry is GRPO's sampled work and its greedy evaluation, each at its own rate
@@ -695,6 +701,27 @@ def test_the_start_up_estimate_counts_the_runs_own_tokens(trained):
     entry = plan_work(ablated, selection, tok, data.kg)["ablation"]
     assert entry.sample_decode_steps == plan["grpo"].sample_decode_steps > 0
     assert entry.decode_steps == plan["grpo_eval"].decode_steps > 0
+
+
+def test_the_calibration_changes_no_weight_and_no_setting_of_the_model():
+    """The start-up calibration trains nothing: its timed passes drop their gradients and its
+    timed optimizer steps run at a learning rate of 0, so the model comes back bit for bit, with
+    its trainable flags and mode as they were."""
+    import torch
+
+    from library.model.load import load_model
+    from library.train.estimate import calibrate
+
+    model, tok = load_model("tiny")
+    model.eval()
+    model.requires_grad_(False)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rates = calibrate(model, tok, ["Paris is the capital of France.", "Rome is in Italy."],
+                      ["Where is Rome?", "Where is Paris?"], rows=2)
+    assert rates.optimizer_s_per_step > 0 and rates.train_s_per_token > 0
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_a_run_recorded_before_the_draws_precision_resumes_at_the_generation_precision():

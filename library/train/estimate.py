@@ -23,6 +23,13 @@ compared with their estimate.
 >>> round(remaining(estimate(plan, rates), {"sft": 10.0}))   # SFT, a third of the run, took 2x its estimate
 14
 
+A full fine-tuning step also updates every weight (clipping and fused AdamW), timed apart and
+counted once per step:
+
+>>> timed = Rates(**{**rates.__dict__, "optimizer_s_per_step": 0.1})
+>>> round(estimate({"sft": Work(train_tokens=1000, optimizer_steps=20)}, timed)["sft"])
+7
+
 RSFT and GRPO (and LoRA SFT) train an adapter on frozen weights: the backward pass carries the
 activations' gradients and skips the weights'. How much that saves differs by CPU: RSFT's training
 ran at 0.76-1.17x (median 0.97) the full-training rate in 13 quick and demo runs on a Xeon, and at
@@ -47,6 +54,7 @@ against bf16): they are counted as sampled work and timed at the sampling rates 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -79,7 +87,8 @@ class Rates:
     training precision), per teacher-forced token (an fp32 forward pass: fact recall), per
     prompt token prefilled by the generator, and per decoding step of ``decode_rows`` rows; the
     last two again for sampled generation where it runs in another precision (None: the same);
-    per token trained through an adapter on frozen weights (None, in older runs: as a trained token)."""
+    per token trained through an adapter on frozen weights (None, in older runs: as a trained token);
+    per optimizer step over every weight (gradient clipping and fused AdamW; None, in older runs: 0)."""
 
     train_s_per_token: float
     forward_s_per_token: float
@@ -89,6 +98,7 @@ class Rates:
     sample_prefill_s_per_token: float | None = None
     sample_decode_s_per_step: float | None = None
     adapter_s_per_token: float | None = None
+    optimizer_s_per_step: float | None = None
 
     def as_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in asdict(self).items() if v is not None}
@@ -109,7 +119,8 @@ class Work:
     (forward only: fact recall), prefilled by the generator, and decoded (``decode_steps`` steps
     of ``decode_rows`` rows each, summed over batches), greedily (answers) and by sampling (RL's
     draws, ``sample_*``: at the sampling precision). ``adapter``: the trained tokens go through
-    an adapter on frozen weights (RSFT, GRPO, LoRA SFT)."""
+    an adapter on frozen weights (RSFT, GRPO, LoRA SFT). ``optimizer_steps``: steps that update
+    every weight (full SFT; an adapter's few weights update in no measurable time)."""
 
     train_tokens: int = 0
     forward_tokens: int = 0
@@ -120,6 +131,7 @@ class Work:
     sample_decode_steps: int = 0
     sample_decode_rows: int = 0
     adapter: bool = False
+    optimizer_steps: int = 0
 
     def sampled(self) -> "Work":
         """The same generation, drawn by sampling."""
@@ -127,7 +139,7 @@ class Work:
             raise ValueError("Work.sampled() of work that already has sampled decoding")
         return Work(train_tokens=self.train_tokens, forward_tokens=self.forward_tokens,
                     sample_prefill_tokens=self.prefill_tokens, sample_decode_steps=self.decode_steps,
-                    sample_decode_rows=self.decode_rows, adapter=self.adapter)
+                    sample_decode_rows=self.decode_rows, adapter=self.adapter, optimizer_steps=self.optimizer_steps)
 
 
 def step_seconds(rates: Rates, rows: int, sampled: bool = False) -> float:
@@ -149,6 +161,7 @@ def estimate(plan: dict[str, Work], rates: Rates) -> dict[str, float]:
     out = {}
     for name, work in plan.items():
         out[name] = (work.train_tokens * rates.trained_s_per_token(work.adapter)
+                     + work.optimizer_steps * (rates.optimizer_s_per_step or 0.0)
                      + work.forward_tokens * rates.forward_s_per_token
                      + work.prefill_tokens * rates.prefill_s_per_token
                      + work.decode_steps * step_seconds(rates, work.decode_rows)
@@ -270,8 +283,12 @@ def plan_work(config: Any, selection: Any, tokenizer: Any, kg: Any) -> dict[str,
     ev = config.eval
     plan: dict[str, Work] = {}
     sft_rows = sft_examples(selection.sft, config.sft, kg=kg, seed=config.seed)
+    sft = config.sft
+    full = sft.method != "lora"
+    # the Trainer's steps: one pass of batch_size-row batches, grad_accum of them a step, unless max_steps
+    steps = sft.max_steps or math.ceil(math.ceil(len(sft_rows) / sft.batch_size) / sft.grad_accum)
     plan["sft"] = Work(train_tokens=sum(n_tokens(format_example(tokenizer, u, c).text) for u, c in sft_rows),
-                       adapter=config.sft.method == "lora")
+                       adapter=not full, optimizer_steps=steps if full else 0)
 
     recall = Work()
     if selection.eval:
@@ -330,6 +347,7 @@ def _sum(a: Work, b: Work) -> Work:
         return round((s1 * r1 + s2 * r2) / (s1 + s2)) if s1 + s2 else 0
 
     return Work(train_tokens=a.train_tokens + b.train_tokens, adapter=a.adapter or b.adapter,
+                optimizer_steps=a.optimizer_steps + b.optimizer_steps,
                 forward_tokens=a.forward_tokens + b.forward_tokens,
                 prefill_tokens=a.prefill_tokens + b.prefill_tokens, decode_steps=a.decode_steps + b.decode_steps,
                 decode_rows=mean_rows(a.decode_steps, a.decode_rows, b.decode_steps, b.decode_rows),
@@ -364,9 +382,10 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     model.train()
     model.requires_grad_(True)
 
-    def timed_pass(bf16: bool, frozen: bool = False) -> tuple[float, float]:
+    def timed_pass(bf16: bool, frozen: bool = False, keep_grads: bool = False) -> tuple[float, float]:
         """Seconds of the forward and of the backward pass over ``flat``; ``frozen``: the weights
-        get no gradients and the backward pass carries the activations' alone, as under an adapter."""
+        get no gradients and the backward pass carries the activations' alone, as under an adapter;
+        ``keep_grads``: the gradients are left for :func:`optimizer_step`."""
         model.requires_grad_(not frozen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             start = time.perf_counter()
@@ -378,8 +397,28 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
             loss = out.logits.float().logsumexp(-1).mean()
         middle = time.perf_counter()
         loss.backward()
+        end = time.perf_counter()
+        if not keep_grads:
+            model.zero_grad(set_to_none=True)
+        return middle - start, end - middle
+
+    def optimizer_step() -> float:
+        """Seconds of a full fine-tuning step's update on the gradients a pass left: gradient
+        clipping and the Trainer's fused AdamW over every weight (library/train/checkpoints.py),
+        the faster of two after the one that allocates its state. Its learning rate is 0, so no
+        weight changes (p - 0 * update); at ~0.1 s a step it was 4-5% of SFT's step on a 2-core
+        EPYC (family 25), which the passes alone missed."""
+        weights = [p for p in model.parameters() if p.requires_grad]
+        adamw = torch.optim.AdamW(weights, lr=0.0, weight_decay=0.0, fused=True)
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            torch.nn.utils.clip_grad_norm_(weights, 1.0)
+            adamw.step()
+            times.append(time.perf_counter() - start)
         model.zero_grad(set_to_none=True)
-        return middle - start, time.perf_counter() - middle
+        del adamw  # its state, two copies of the weights
+        return min(times[1:])
 
     def fastest(bf16: bool, frozen: bool = False, warm_up: bool = True) -> tuple[float, float]:
         """The faster of two timed passes after a warm-up: a pass slowed by another process for a
@@ -389,7 +428,9 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
         return min(timed_pass(bf16, frozen), timed_pass(bf16, frozen), key=sum)
 
     try:
-        fp32_forward, fp32_backward = fastest(False)
+        timed_pass(False, keep_grads=True)  # the warm-up, whose gradients the optimizer is timed on
+        optimizer = optimizer_step()
+        fp32_forward, fp32_backward = fastest(False, warm_up=False)
         bf16 = compute_precision() == "bfloat16"  # training autocasts to bf16 (the Trainer's bf16=True)
         forward, backward = fastest(True) if bf16 else (fp32_forward, fp32_backward)
         train = forward + backward
@@ -422,7 +463,7 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
                  prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=step_rows,
                  sample_prefill_s_per_token=sample_prefill, sample_decode_s_per_step=sample_step,
-                 adapter_s_per_token=adapter / n)
+                 adapter_s_per_token=adapter / n, optimizer_s_per_step=optimizer)
 
 
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
