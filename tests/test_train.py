@@ -717,8 +717,10 @@ def test_the_calibration_changes_no_weight_and_no_setting_of_the_model():
     model.requires_grad_(False)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     rates = calibrate(model, tok, ["Paris is the capital of France.", "Rome is in Italy."],
-                      ["Where is Rome?", "Where is Paris?"], rows=2)
+                      ["Where is Rome?", "Where is Paris?"], rows=2,
+                      generation_precision="bfloat16", sampling_precision="float32")
     assert rates.optimizer_s_per_step > 0 and rates.train_s_per_token > 0
+    assert rates.sample_prefill_s_per_token > 0 and rates.sample_decode_s_per_step > 0  # RL's draws, timed apart
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert not model.training and not any(p.requires_grad for p in model.parameters())
     assert all(p.grad is None for p in model.parameters())

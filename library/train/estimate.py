@@ -360,13 +360,13 @@ def _sum(a: Work, b: Work) -> Work:
 # ----------------------------------------------------------------------------- calibration
 def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: Sequence[str], *,
               rows: int = 32, generation_precision: str | None = None,
-              sampling_precision: str | None = None) -> Rates:
+              sampling_precision: str | None = None, samples: int = 4) -> Rates:
     """Time this machine: a forward and backward pass over ``train_texts`` (two SFT rows, as one
     padding-free sequence; the gradients are dropped, no weight changes) in fp32 and, where
     training autocasts to bf16, in bf16 too; and the pipeline's generator on ``rows`` of
     ``prompts`` for :data:`CALIBRATION_STEPS` decoding steps, its prefill and its steps timed
     apart (:class:`~library.model.generate.GenerationStats`), and again at the sampling precision
-    where RL's draws run in another one than the answers."""
+    where RL's draws run in another one than the answers, drawn ``samples`` to a prompt."""
     import torch
 
     from library.model.generate import GenerationStats, generate_completions
@@ -443,12 +443,16 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     n = flat.shape[1]
     batch = list(prompts[:rows])
 
-    def generator_rates(precision: str | None) -> tuple[float, float, int]:
+    def generator_rates(precision: str | None, sampled: bool = False) -> tuple[float, float, int]:
         """Seconds per prefilled token, per decoding step, and the step's mean rows, in
         ``precision``: one batch of CALIBRATION_STEPS decoding steps, each part timed inside the generator (two
-        calls' difference, 8 steps, had varied 0.06-0.12 s a step between runs on one machine)."""
+        calls' difference, 8 steps, had varied 0.06-0.12 s a step between runs on one machine).
+        ``sampled``: drawn as RL draws, ``samples`` per prompt from one prefill of each (a quarter
+        of the prefill of ``rows`` prompts, and the rate RL's prompts are prefilled at)."""
         stats = GenerationStats()
-        generate_completions(model, tokenizer, batch, max_new_tokens=CALIBRATION_STEPS + 1, batch_size=len(batch),
+        prompts_in = batch[:max(1, len(batch) // samples)] if sampled else batch
+        generate_completions(model, tokenizer, prompts_in, max_new_tokens=CALIBRATION_STEPS + 1, batch_size=len(batch),
+                             do_sample=sampled, num_return_sequences=samples if sampled else 1,
                              progress=False, stats=stats, precision=precision)
         steps = max(stats.decode_steps, 1)
         return (stats.prefill_seconds / max(stats.prefill_tokens, 1), stats.decode_seconds / steps,
@@ -458,7 +462,8 @@ def calibrate(model: Any, tokenizer: Any, train_texts: Sequence[str], prompts: S
     prefill, step, step_rows = generator_rates(gen)
     sample_prefill = sample_step = None
     if (sampling_precision or precision_of_sampling()) != gen:
-        sample_prefill, sample_step, sample_rows = generator_rates(sampling_precision or precision_of_sampling())
+        sample_prefill, sample_step, sample_rows = generator_rates(sampling_precision or precision_of_sampling(),
+                                                                   sampled=True)
         sample_step /= _row_factor(sample_rows, step_rows)  # the step at step_rows rows
     return Rates(train_s_per_token=train / n, forward_s_per_token=fp32_forward / n,
                  prefill_s_per_token=prefill, decode_s_per_step=step, decode_rows=step_rows,
@@ -472,7 +477,8 @@ def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: A
     questions_only = config.sft.model_copy(update={"knowledge_epochs": 0})
     rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
     return calibrate(model, tokenizer, [format_example(tokenizer, u, c).text for u, c in rows],
-                     [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft])
+                     [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft],
+                     samples=config.rsft.k_samples)
 
 
 def minutes(seconds: float) -> str:
