@@ -716,7 +716,7 @@ def test_the_calibration_changes_no_weight_and_no_setting_of_the_model():
     model.eval()
     model.requires_grad_(False)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    rates = calibrate(model, tok, ["Paris is the capital of France.", "Rome is in Italy."],
+    rates = calibrate(model, tok, [("Where is Paris? ", "Paris is in France."), ("Where is Rome? ", "Rome is in Italy.")],
                       ["Where is Rome?", "Where is Paris?"], rows=2,
                       generation_precision="bfloat16", sampling_precision="float32")
     assert rates.optimizer_s_per_step > 0 and rates.train_s_per_token > 0
