@@ -364,8 +364,7 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
     """Time this machine: a forward and backward pass over ``train_rows`` (two SFT rows as
     ``(prompt, completion)`` texts, as one padding-free sequence whose LM head runs on the
     completions' tokens alone, as the trainers' loss does; the gradients are dropped, no weight
-    changes) in fp32 and, where
-    training autocasts to bf16, in bf16 too; and the pipeline's generator on ``rows`` of
+    changes) in fp32 and, where training autocasts to bf16, in bf16 too; and the pipeline's generator on ``rows`` of
     ``prompts`` for :data:`CALIBRATION_STEPS` decoding steps, its prefill and its steps timed
     apart (:class:`~library.model.generate.GenerationStats`), and again at the sampling precision
     where RL's draws run in another one than the answers, drawn ``samples`` to a prompt."""
@@ -486,7 +485,8 @@ def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: A
     rows) and its eval prompts (the SFT questions' where it has none)."""
     questions_only = config.sft.model_copy(update={"knowledge_epochs": 0})
     rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
-    return calibrate(model, tokenizer, [(e.prompt, e.completion) for e in (format_example(tokenizer, u, c) for u, c in rows)],
+    formatted = [format_example(tokenizer, u, c) for u, c in rows]
+    return calibrate(model, tokenizer, [(e.prompt, e.completion) for e in formatted],
                      [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft],
                      samples=config.rsft.k_samples)
 
