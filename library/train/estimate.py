@@ -5,7 +5,7 @@ token of its rows; RSFT and GRPO train an adapter on their own samples; every ev
 every RL sample is decoded token by token; fact recall is a teacher-forced forward pass.
 :func:`plan_work` counts those tokens from the run's own rows and settings before anything trains,
 :func:`calibrate` times this machine on a few of them (a forward and backward pass over two real
-SFT rows, a short decoding batch of eval prompts: seconds), and :func:`estimate` multiplies.
+SFT rows, a short decoding batch of eval prompts halfway through their answers: seconds), and :func:`estimate` multiplies.
 Why by hand: no library estimates a whole run's time before it starts (a Trainer's progress bar
 knows one phase, once it has begun), and a machine 1.3x slower than the one a profile was
 measured on should be told so at start-up, not after 20 minutes.
@@ -358,14 +358,15 @@ def _sum(a: Work, b: Work) -> Work:
 
 
 # ----------------------------------------------------------------------------- calibration
-def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]], prompts: Sequence[str], *,
+def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]], contexts: Sequence[str], *,
               rows: int = 32, generation_precision: str | None = None,
               sampling_precision: str | None = None, samples: int = 4) -> Rates:
     """Time this machine: a forward and backward pass over ``train_rows`` (two SFT rows as
     ``(prompt, completion)`` texts, as one padding-free sequence whose LM head runs on the
     completions' tokens alone, as the trainers' loss does; the gradients are dropped, no weight
-    changes) in fp32 and, where training autocasts to bf16, in bf16 too; and the pipeline's generator on ``rows`` of
-    ``prompts`` for :data:`CALIBRATION_STEPS` decoding steps, its prefill and its steps timed
+    changes) in fp32 and, where training autocasts to bf16, in bf16 too; and the pipeline's
+    generator on ``rows`` of ``contexts`` (formatted texts the decoding continues: see
+    :func:`calibrate_run`) for :data:`CALIBRATION_STEPS` decoding steps, its prefill and its steps timed
     apart (:class:`~library.model.generate.GenerationStats`), and again at the sampling precision
     where RL's draws run in another one than the answers, drawn ``samples`` to a prompt."""
     import torch
@@ -450,7 +451,7 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
             p.requires_grad_(flag)
         model.train(was_training)
     n = flat.shape[1]
-    batch = list(prompts[:rows])
+    batch = list(contexts[:rows])
 
     def generator_rates(precision: str | None, sampled: bool = False) -> tuple[float, float, int]:
         """Seconds per prefilled token, per decoding step, and the step's mean rows, in
@@ -461,7 +462,7 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
         stats = GenerationStats()
         prompts_in = batch[:max(1, len(batch) // samples)] if sampled else batch
         generate_completions(model, tokenizer, prompts_in, max_new_tokens=CALIBRATION_STEPS + 1, batch_size=len(batch),
-                             do_sample=sampled, num_return_sequences=samples if sampled else 1,
+                             chat=False, do_sample=sampled, num_return_sequences=samples if sampled else 1,
                              progress=False, stats=stats, precision=precision)
         steps = max(stats.decode_steps, 1)
         return (stats.prefill_seconds / max(stats.prefill_tokens, 1), stats.decode_seconds / steps,
@@ -482,13 +483,24 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
 
 def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: Any) -> Rates:
     """:func:`calibrate` on the run's own material: its first two SFT question rows (no knowledge
-    rows) and its eval prompts (the SFT questions' where it has none)."""
+    rows), and its eval prompts (the SFT questions' where it has none) each followed by the first
+    half of its reference completion, so that the timed decoding steps attend over as much
+    context as an answer's steps do on average.
+
+    Why half an answer: a step reads the cache of every earlier token, and a trained model's
+    answer is ~100 tokens on a ~130-token prompt; steps timed right after the prompt
+    under-estimated the evaluations' steps by 5-10% in four interleaved trials on a 2-core EPYC
+    (family 25), and by 10% on average over six demo runs (docs/MEASUREMENTS.md)."""
     questions_only = config.sft.model_copy(update={"knowledge_epochs": 0})
     rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
     formatted = [format_example(tokenizer, u, c) for u, c in rows]
+
+    def halfway(q: Any) -> str:
+        answer = tokenizer(reference_completion(q), add_special_tokens=False)["input_ids"]
+        return format_prompt(tokenizer, q.prompt) + tokenizer.decode(answer[:len(answer) // 2])
+
     return calibrate(model, tokenizer, [(e.prompt, e.completion) for e in formatted],
-                     [q.prompt for q in selection.eval] or [q.prompt for q in selection.sft],
-                     samples=config.rsft.k_samples)
+                     [halfway(q) for q in selection.eval or selection.sft], samples=config.rsft.k_samples)
 
 
 def minutes(seconds: float) -> str:
