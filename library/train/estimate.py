@@ -430,21 +430,24 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
         del adamw  # its state, two copies of the weights
         return min(times[1:])
 
-    def fastest(bf16: bool, frozen: bool = False, warm_up: bool = True) -> tuple[float, float]:
-        """The faster of two timed passes after a warm-up: a pass slowed by another process for a
-        moment (one was, by 60%, in a demo run) does not set the rate of a whole SFT."""
+    def median_pass(bf16: bool, frozen: bool = False, warm_up: bool = True) -> tuple[float, float]:
+        """The median of three timed passes after a warm-up: a pass slowed by another process for
+        a moment (one was, by 60%, in a demo run) does not set the rate of a whole SFT, and a
+        fast moment does not either: with the faster of two, SFT's estimate ran 1-15% under the
+        SFT that followed in five of six demo runs on a 2-core EPYC (family 25), whose passes vary
+        by +-8% within a process (docs/MEASUREMENTS.md)."""
         if warm_up:
             timed_pass(bf16, frozen)
-        return min(timed_pass(bf16, frozen), timed_pass(bf16, frozen), key=sum)
+        return sorted((timed_pass(bf16, frozen) for _ in range(3)), key=sum)[1]
 
     try:
         timed_pass(False, keep_grads=True)  # the warm-up, whose gradients the optimizer is timed on
         optimizer = optimizer_step()
-        fp32_forward, fp32_backward = fastest(False, warm_up=False)
+        fp32_forward, fp32_backward = median_pass(False, warm_up=False)
         bf16 = compute_precision() == "bfloat16"  # training autocasts to bf16 (the Trainer's bf16=True)
-        forward, backward = fastest(True) if bf16 else (fp32_forward, fp32_backward)
+        forward, backward = median_pass(True) if bf16 else (fp32_forward, fp32_backward)
         train = forward + backward
-        adapter = sum(fastest(bf16, frozen=True, warm_up=False))  # the kernels are warm by now
+        adapter = sum(median_pass(bf16, frozen=True, warm_up=False))  # the kernels are warm by now
     finally:
         model.zero_grad(set_to_none=True)
         for p, flag in zip(model.parameters(), flags):
