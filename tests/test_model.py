@@ -195,6 +195,30 @@ def test_bf16_matmul_speedup_is_measured_once_per_process():
     assert first > 0 and m.bf16_matmul_speedup() == first  # cached: one measurement a process
 
 
+def test_a_stall_over_consecutive_bf16_timings_does_not_flip_the_measurement(monkeypatch):
+    """A VM's stall covering several bf16 timings in a row (it tipped a demo run into fp32 answers
+    when the five timings were consecutive) moves a minority of the interleaved pairs, not their
+    median."""
+    import time
+
+    import torch
+
+    import library.model.precision as m
+
+    clean = m.bf16_matmul_speedup.__wrapped__()
+    linear, bf16_calls = torch.nn.functional.linear, []
+
+    def stalled(x, w, *args, **kwargs):
+        if x.dtype == torch.bfloat16:
+            bf16_calls.append(1)
+            if 3 <= len(bf16_calls) <= 12:  # five timings in a row, after the warm-up's two calls
+                time.sleep(0.01)
+        return linear(x, w, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", stalled)
+    assert m.bf16_matmul_speedup.__wrapped__() > clean / 2
+
+
 def test_training_precision_fast_is_bf16_where_bf16_matmuls_measure_fast(monkeypatch):
     """"fast" trains in bf16 on a CPU with matrix units (where "auto" keeps fp32) and on one whose
     bf16 matmuls measure >= 1.5x fp32 (AVX512-BF16); elsewhere fp32, never the ~38x slower emulated bf16."""
