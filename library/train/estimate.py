@@ -5,7 +5,8 @@ token of its rows; RSFT and GRPO train an adapter on their own samples; every ev
 every RL sample is decoded token by token; fact recall is a teacher-forced forward pass.
 :func:`plan_work` counts those tokens from the run's own rows and settings before anything trains,
 :func:`calibrate` times this machine on a few of them (a forward and backward pass over two real
-SFT rows, a short decoding batch of eval prompts halfway through their answers: seconds), and :func:`estimate` multiplies.
+SFT rows, a short decoding batch of eval prompts halfway through their answers: seconds), and
+:func:`estimate` multiplies.
 Why by hand: no library estimates a whole run's time before it starts (a Trainer's progress bar
 knows one phase, once it has begun), and a machine 1.3x slower than the one a profile was
 measured on should be told so at start-up, not after 20 minutes.
@@ -435,7 +436,7 @@ def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]],
         a moment (one was, by 60%, in a demo run) does not set the rate of a whole SFT, and a
         fast moment does not either: with the faster of two, SFT's estimate ran 1-15% under the
         SFT that followed in five of six demo runs on a 2-core EPYC (family 25), whose passes vary
-        by +-8% within a process (docs/MEASUREMENTS.md)."""
+        by +-6% within a process (docs/MEASUREMENTS.md)."""
         if warm_up:
             timed_pass(bf16, frozen)
         return sorted((timed_pass(bf16, frozen) for _ in range(3)), key=sum)[1]
@@ -492,7 +493,7 @@ def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: A
 
     Why half an answer: a step reads the cache of every earlier token, and a trained model's
     answer is ~100 tokens on a ~130-token prompt; steps timed right after the prompt
-    under-estimated the evaluations' steps by 5-10% in four interleaved trials on a 2-core EPYC
+    under-estimated the evaluations' steps by 5-10% in interleaved trials on a 2-core EPYC
     (family 25), and by 10% on average over six demo runs (docs/MEASUREMENTS.md)."""
     questions_only = config.sft.model_copy(update={"knowledge_epochs": 0})
     rows = sft_examples(selection.sft[:2], questions_only, kg=kg, seed=config.seed)
