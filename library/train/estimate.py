@@ -75,8 +75,9 @@ GRPO_TOKEN_COST = 2.0
 #: over 7,754 base answers in the committed runs; docs/MEASUREMENTS.md).
 BASE_ANSWER_TOKENS = 17
 BASE_WINDOW_ANSWERS = 0.079
-#: Decoding steps the calibration times in each precision.
+#: Decoding steps the calibration times in each precision, on a batch of CALIBRATION_ROWS contexts.
 CALIBRATION_STEPS = 17
+CALIBRATION_ROWS = 32
 
 # torch and the generator (library.model.generate, library.model.precision) are imported inside
 # calibrate and _live_row_steps (the CLI starts without them).
@@ -360,7 +361,7 @@ def _sum(a: Work, b: Work) -> Work:
 
 # ----------------------------------------------------------------------------- calibration
 def calibrate(model: Any, tokenizer: Any, train_rows: Sequence[tuple[str, str]], contexts: Sequence[str], *,
-              rows: int = 32, generation_precision: str | None = None,
+              rows: int = CALIBRATION_ROWS, generation_precision: str | None = None,
               sampling_precision: str | None = None, samples: int = 4) -> Rates:
     """Time this machine: a forward and backward pass over ``train_rows`` (two SFT rows as
     ``(prompt, completion)`` texts, as one padding-free sequence whose LM head runs on the
@@ -504,7 +505,8 @@ def calibrate_run(config: Any, selection: Any, tokenizer: Any, kg: Any, model: A
         return format_prompt(tokenizer, q.prompt) + tokenizer.decode(answer[:len(answer) // 2])
 
     return calibrate(model, tokenizer, [(e.prompt, e.completion) for e in formatted],
-                     [halfway(q) for q in selection.eval or selection.sft], samples=config.rsft.k_samples)
+                     [halfway(q) for q in (selection.eval or selection.sft)[:CALIBRATION_ROWS]],
+                     samples=config.rsft.k_samples)
 
 
 def minutes(seconds: float) -> str:
